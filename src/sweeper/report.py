@@ -1,0 +1,780 @@
+"""Collect a sweep's result records into one table and write the report.
+
+``python -m sweeper.report <sweep_dir>`` (re)builds, inside the sweep directory:
+
+- ``results.csv`` and ``results.parquet``: one row per point, flat columns with units in their names;
+- ``report.md``: pasteable Markdown (environment, grid, results with the Pareto frontier marked, failures, replay
+  commands, how each number was measured);
+- ``report.html``: a self-contained page with an interactive throughput vs peak-memory plot and the same tables;
+- ``frontier.png``: the same plot as a static image.
+
+Every file is written atomically (temp file in the same folder, then ``os.replace``). This module imports neither
+torch nor transformers; matplotlib and plotly are imported only inside the functions that draw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sweeper.frontier import mark_frontier
+from sweeper.record import POINTS_DIR, RESULT_FILE, Record, iter_records
+
+GIB = 2**30
+MIB = 2**20
+FRONTIER_MARK = "★"
+
+# fmt: off
+#: The first columns of the results table, in this order (more follow, see :func:`records_to_frame`).
+LEADING_COLUMNS: tuple[str, ...] = (
+    "status", "model", "fsdp", "gc", "precision", "zero", "per_device_batch_size", "seq_len", "grad_accum",
+    "world_size", "step_time_s_median", "step_time_s_p10", "step_time_s_p90", "tokens_per_s",
+    "tokens_per_s_per_device", "samples_per_s", "tflops_per_device", "mfu", "peak_mem_bytes", "peak_mem_gib",
+    "peak_mem_kind", "peak_reserved_bytes", "rss_peak_bytes", "param_bytes_per_rank", "grad_bytes_per_rank",
+    "optimizer_state_bytes_per_rank", "on_frontier", "reason", "error_kind", "point_id", "replay",
+)
+_SPEC_KEYS = LEADING_COLUMNS[1:9]
+_METRIC_KEYS = tuple(c for c in LEADING_COLUMNS[10:26] if c != "peak_mem_gib")
+_SETUP_EXTRA = ("checkpointing_impl", "compute_dtype", "wrapper", "deepspeed_stage", "fsdp_version", "device_type",
+                "device_name")
+_METRIC_EXTRA = ("timed_steps", "warmup_steps_dropped", "flops_per_token", "mfu_peak_flops", "mfu_peak_source",
+                 "mfu_note")
+_OOM_KEYS = ("requested_bytes", "capacity_bytes", "free_bytes", "in_use_bytes", "allocated_bytes",
+             "reserved_unallocated_bytes", "device_index", "fragmentation_hint")
+_FAILURE_KEYS = ("phase", "rank", "step", "exception_type")
+_INT_COLUMNS = ("zero", "per_device_batch_size", "seq_len", "grad_accum", "world_size", "timed_steps",
+                "warmup_steps_dropped", "deepspeed_stage", "fsdp_version", "oom_device_index", "failure_rank",
+                "failure_step", "ranks_per_node", "nodes")  # and every column with "_bytes" in its name
+_FLOAT_COLUMNS = ("step_time_s_median", "step_time_s_p10", "step_time_s_p90", "tokens_per_s",
+                  "tokens_per_s_per_device", "samples_per_s", "tflops_per_device", "mfu", "peak_mem_gib",
+                  "flops_per_token", "mfu_peak_flops", "wall_time_s")  # and every other predicted_* column
+_BOOL_COLUMNS = ("gc", "use_reentrant", "oom_fragmentation_hint")
+# fmt: on
+
+_TRACKER_NOTE = "peak tensor bytes counted by torch's `MemTracker` (the CPU analogue of the allocator peak)"
+#: What each peak-memory counter means (matched by substring of ``peak_mem_kind``, first match wins).
+_MEM_KIND_NOTES = (
+    ("reserved", "bytes reserved by the device caching allocator (`torch.cuda.max_memory_reserved`)"),
+    ("allocated", "peak bytes of live tensors in the device allocator (`torch.cuda.max_memory_allocated`)"),
+    ("tracker", _TRACKER_NOTE),
+    ("tensor", _TRACKER_NOTE),
+    ("rss", "peak resident set size of the process (`ru_maxrss`); coarse, about 45-50 MiB fixed overhead"),
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Collecting
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _missing(v: Any) -> bool:
+    if v is None or v is pd.NA:
+        return True
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _plain(v: Any) -> Any:
+    """A scalar for a table cell: nested lists/dicts become compact JSON."""
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict, tuple)) else v
+
+
+def _row(r: Record) -> dict[str, Any]:
+    spec, setup, met, fail = r.spec or {}, r.setup or {}, r.metrics or {}, r.failure or {}
+    row: dict[str, Any] = {"status": r.status}
+    row.update({k: spec.get(k) for k in _SPEC_KEYS})
+    ws = setup.get("world_size")
+    if ws is None and spec.get("ranks_per_node") is not None and spec.get("nodes") is not None:
+        ws = spec["ranks_per_node"] * spec["nodes"]
+    row["world_size"] = ws
+    row.update({k: met.get(k) for k in _METRIC_KEYS})
+    peak = met.get("peak_mem_bytes")
+    row["peak_mem_gib"] = peak / GIB if isinstance(peak, (int, float)) and not _missing(peak) else None
+    row = {c: row.get(c) for c in LEADING_COLUMNS}  # put peak_mem_gib in its place
+    row.update(
+        on_frontier=False, reason=r.reason, error_kind=r.error_kind, point_id=r.point_id, replay=r.replay
+    )
+    row["use_reentrant"] = setup.get("use_reentrant", spec.get("use_reentrant"))
+    row.update({k: setup.get(k) for k in _SETUP_EXTRA})
+    row.update({k: met.get(k) for k in _METRIC_EXTRA})
+    row.update({f"oom_{k}": fail.get(k) for k in _OOM_KEYS})
+    row.update({f"failure_{k}": fail.get(k) for k in _FAILURE_KEYS})
+    row.update(ranks_per_node=spec.get("ranks_per_node"), nodes=spec.get("nodes"), wall_time_s=r.wall_time_s)
+    row.update(overrides=" ".join(r.overrides or []), sweep_id=r.sweep_id)
+    for k, v in (r.predicted or {}).items():
+        row[k if k.startswith("predicted_") else f"predicted_{k}"] = _plain(v)
+    return {k: _plain(v) for k, v in row.items()}
+
+
+def _coerce(df: pd.DataFrame, col: str, dtype: str) -> None:
+    try:
+        df[col] = df[col].astype(dtype)
+    except (TypeError, ValueError):
+        pass  # unexpected values: keep them as they are rather than lose them
+
+
+def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
+    """One row per point, flat columns with units in their names.
+
+    Columns start with :data:`LEADING_COLUMNS` (config axes from ``spec``; ``world_size`` from ``setup``, else
+    ``ranks_per_node * nodes``; step times in s, throughput in tokens/s and samples/s, ``tflops_per_device`` in
+    TFLOP/s, ``mfu`` as a fraction of peak, memory in bytes and ``peak_mem_gib`` = ``peak_mem_bytes / 2**30``),
+    followed by ``use_reentrant``, the effective setup (``checkpointing_impl``, ``compute_dtype``, ``wrapper``,
+    ``deepspeed_stage``, ...), step counts and the MFU peak (FLOP/s) with its source, the parsed OOM numbers
+    (``oom_requested_bytes``, ``oom_capacity_bytes``, ``oom_free_bytes``, ...), ``failure_phase/rank/step``,
+    ``ranks_per_node``, ``nodes``, ``wall_time_s``, ``overrides``, ``sweep_id`` and every ``predicted_*`` number.
+
+    ``on_frontier`` is the Pareto frontier of ``tokens_per_s_per_device`` (higher is better) against
+    ``peak_mem_bytes`` (lower is better) over the ``ok`` rows; False for every other row.
+    """
+    rows = [_row(r) for r in records]
+    fixed = list(_row(Record(sweep_id="", point_id="", status="ok")))
+    extra = [k for row in rows for k in row if k not in fixed]
+    df = pd.DataFrame(rows, columns=list(dict.fromkeys(fixed + extra)))
+    for cols, dtype in ((_INT_COLUMNS, "Int64"), (_FLOAT_COLUMNS, "float64"), (_BOOL_COLUMNS, "boolean")):
+        for c in cols:
+            _coerce(df, c, dtype)
+    for c in [c for c in df.columns if "_bytes" in c or c.startswith("predicted_")]:
+        _coerce(df, c, "Int64" if "_bytes" in c else "float64")
+    for c in df.columns[df.dtypes == object]:  # Parquet needs one type per column
+        types = {type(v) for v in df[c] if not _missing(v)}
+        if len(types) > 1:
+            df[c] = df[c].map(lambda v: None if _missing(v) else str(v))
+    df["on_frontier"] = mark_frontier(df).astype(bool) if len(df) else pd.Series(dtype=bool)
+    return df
+
+
+def collect_records(sweep_dir: Path) -> list[Record]:
+    """All records of a sweep (via :func:`~sweeper.record.iter_records`), plus a ``pending`` record for every
+    point folder that has no ``result.json`` yet. Sorted by point id."""
+    sweep_dir = Path(sweep_dir)
+    records = iter_records(sweep_dir)
+    sweep_id = sweep_info(sweep_dir).get("sweep_id") or (records[0].sweep_id if records else sweep_dir.name)
+    root = sweep_dir / POINTS_DIR
+    folders = sorted(root.iterdir()) if root.is_dir() else []
+    records += [
+        Record(sweep_id=sweep_id, point_id=d.name, status="pending", reason="no result yet")
+        for d in folders
+        if d.is_dir() and not d.name.startswith(".") and not (d / RESULT_FILE).exists()
+    ]
+    return sorted(records, key=lambda r: r.point_id)
+
+
+def sweep_info(sweep_dir: Path) -> dict[str, Any]:
+    """The contents of ``<sweep_dir>/sweep.json`` (sweep id, start time, command line), or ``{}``."""
+    try:
+        data = json.loads((Path(sweep_dir) / "sweep.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Formatting helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _num(v: Any, scale: float = 1.0, digits: int = 4, zeros: bool = False) -> str:
+    """``v / scale`` for people: thousands separators from 1,000 up, else ``digits`` significant digits (trailing
+    zeros kept when ``zeros``, so 3 GiB reads "3.00"); "—" if missing."""
+    if _missing(v):
+        return "—"
+    try:
+        x = float(v) / scale
+    except (TypeError, ValueError):
+        return str(v)
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:{'#' if zeros else ''}.{digits}g}".rstrip(".")
+
+
+def _text(v: Any) -> str:
+    return "—" if _missing(v) else str(v)
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of a frame of display strings (no ``tabulate`` needed)."""
+
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    numeric = re.compile(r"^-?[\d,.]+(e[+-]?\d+)?%?$|^—$")
+    right = [bool(len(df)) and all(numeric.match(str(v)) for v in df[c]) for c in df.columns]
+    lines = ["| " + " | ".join(cell(c) for c in df.columns) + " |"]
+    lines.append("| " + " | ".join("---:" if r else "---" for r in right) + " |")
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _grid(records: Sequence[Record]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """(axes that vary across points with their sorted values, settings that are the same for every point)."""
+    specs = [r.spec for r in records if r.spec]
+    keys = list(dict.fromkeys(k for s in specs for k in s))
+    varying: dict[str, list[Any]] = {}
+    fixed: dict[str, Any] = {}
+    for k in keys:
+        vals = {json.dumps(s.get(k), sort_keys=True, default=str): s.get(k) for s in specs}
+        if len(vals) > 1:
+            varying[k] = [vals[j] for j in sorted(vals, key=lambda j: (vals[j] is None, _sort_key(vals[j])))]
+        else:
+            fixed[k] = next(iter(vals.values()))
+    return varying, fixed
+
+
+def _sort_key(v: Any) -> tuple[int, float, str]:
+    return (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+
+
+def _label(row: pd.Series, axes: Sequence[str]) -> str:
+    """A short name for a point: its values on the varying axes, else its overrides, else its id."""
+    parts = [f"{a}={row[a]}" for a in axes if a in row.index and not _missing(row[a])]
+    return " ".join(parts) or str(row.get("overrides") or "") or str(row["point_id"])
+
+
+def _axis_columns(df: pd.DataFrame, axes: Sequence[str]) -> dict[str, list[str]]:
+    return {a: [_text(v) for v in df[a]] for a in axes if a in df.columns}
+
+
+def _spec_axes(df: pd.DataFrame, varying: dict[str, list[Any]]) -> list[str]:
+    """Varying axes that can be shown from the table's columns (spec keys without a column are skipped)."""
+    return [a for a in varying if a in df.columns]
+
+
+def results_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
+    """The ``ok`` points as display strings, sorted by tokens/s per device (descending), frontier marked ★.
+
+    Headers carry units: tokens/s, seconds, GiB (2**30 bytes), MiB (2**20 bytes), MFU in percent of peak.
+    """
+    ok = df[df["status"] == "ok"].sort_values("tokens_per_s_per_device", ascending=False, na_position="last")
+    out: dict[str, list[str]] = {
+        "frontier": [FRONTIER_MARK if f else "" for f in ok["on_frontier"]],
+        "point": ok["point_id"].astype(str).tolist(),
+        **_axis_columns(ok, axes),
+        "tokens/s/device": [_num(v) for v in ok["tokens_per_s_per_device"]],
+        "tokens/s (all devices)": [_num(v) for v in ok["tokens_per_s"]],
+        "step time median (s)": [_num(v) for v in ok["step_time_s_median"]],
+        "step time p10-p90 (s)": [
+            f"{_num(a)}-{_num(b)}" for a, b in zip(ok["step_time_s_p10"], ok["step_time_s_p90"], strict=True)
+        ],
+        "TFLOP/s/device": [_num(v, digits=3) for v in ok["tflops_per_device"]],
+        "MFU (%)": [_num(v, 0.01, 3, zeros=True) for v in ok["mfu"]],
+        "peak mem (GiB)": [_num(v, GIB, 3, zeros=True) for v in ok["peak_mem_bytes"]],
+        "peak mem kind": [_text(v) for v in ok["peak_mem_kind"]],
+        "opt state/rank (MiB)": [_num(v, MIB, 4, zeros=True) for v in ok["optimizer_state_bytes_per_rank"]],
+    }
+    if "predicted_peak_mem_bytes" in ok.columns:
+        out["predicted peak mem (GiB)"] = [
+            _num(v, GIB, 3, zeros=True) for v in ok["predicted_peak_mem_bytes"]
+        ]
+    return pd.DataFrame(out, dtype=object)
+
+
+def failures_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
+    """The non-``ok`` points as display strings: status, error kind, reason, and for OOMs the parsed numbers
+    (requested/free in MiB, in use/capacity in GiB). Columns that are empty for every row are left out."""
+    bad = df[df["status"] != "ok"].sort_values(["status", "point_id"])
+    out: dict[str, list[str]] = {
+        "status": bad["status"].astype(str).tolist(),
+        "point": bad["point_id"].astype(str).tolist(),
+        **_axis_columns(bad, axes),
+        "error kind": [_text(v) for v in bad["error_kind"]],
+        "reason": [_text(v) for v in bad["reason"]],
+        "OOM requested (MiB)": [_num(v, MIB) for v in bad["oom_requested_bytes"]],
+        "OOM free (MiB)": [_num(v, MIB) for v in bad["oom_free_bytes"]],
+        "OOM in use (GiB)": [_num(v, GIB) for v in bad["oom_in_use_bytes"]],
+        "device capacity (GiB)": [_num(v, GIB) for v in bad["oom_capacity_bytes"]],
+        "phase": [_text(v) for v in bad["failure_phase"]],
+        "rank": [_text(v) for v in bad["failure_rank"]],
+        "step": [_text(v) for v in bad["failure_step"]],
+    }
+    keep = {"status", "point", "reason"}
+    return pd.DataFrame({k: v for k, v in out.items() if k in keep or any(x != "—" for x in v)}, dtype=object)
+
+
+def _mem_kind_note(kind: str) -> str:
+    low = kind.lower()
+    note = next(
+        (n for key, n in _MEM_KIND_NOTES if key in low), "as reported by the harness (see the record)"
+    )
+    return f"{note}, max over ranks"
+
+
+def _values(s: pd.Series) -> str:
+    vals = sorted({str(v) for v in s if not _missing(v)}, key=lambda x: (len(x), x))
+    return ", ".join(vals) if vals else "—"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Report document (rendered to Markdown and HTML from one list of sections)
+# ----------------------------------------------------------------------------------------------------------------
+
+#: ("p", str) | ("ul", list[str]) | ("table", DataFrame) | ("pre", str) | ("plot", None)
+Block = tuple[str, Any]
+
+
+@dataclass
+class _Doc:
+    title: str
+    sections: list[tuple[str, list[Block]]]
+
+
+def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _Doc:
+    info = sweep_info(sweep_dir)
+    sweep_id = info.get("sweep_id") or (records[0].sweep_id if records else "") or Path(sweep_dir).name
+    counts = df["status"].value_counts()
+    n_front = int(df["on_frontier"].sum())
+    summary = (
+        f"{len(df)} points: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + f"; {n_front} on the frontier."
+        if len(df)
+        else "No points: this sweep directory holds no results yet."
+    )
+    head: list[Block] = [("p", summary)]
+    if info:
+        head.append(("ul", [f"**{k}**: `{_plain(v)}`" for k, v in info.items()]))
+    sections: list[tuple[str, list[Block]]] = [("", head)]
+
+    env_rec = next((r for r in records if r.env), None)
+    env: list[Block] = [("p", "No environment recorded.")]
+    if env_rec:
+        env = [
+            ("p", f"From point `{env_rec.point_id}`."),
+            ("ul", [f"**{k}**: {_plain(v)}" for k, v in env_rec.env.items()]),
+        ]
+    sections.append(("Environment", env))
+
+    varying, fixed = _grid(records)
+    axes = _spec_axes(df, varying)
+    grid: list[Block] = []
+    if varying:
+        grid.append(
+            ("ul", [f"**{k}**: " + ", ".join(f"`{_plain(v)}`" for v in vs) for k, vs in varying.items()])
+        )
+    if fixed:
+        grid.append(("p", "Fixed: " + ", ".join(f"`{k}={_plain(v)}`" for k, v in fixed.items())))
+    sections.append(("Grid", grid or [("p", "No point specs recorded.")]))
+
+    results: list[Block] = [("plot", None)]
+    res = results_table(df, axes)
+    if len(res):
+        results.append(("table", res))
+        front = (
+            f"{FRONTIER_MARK} = on the Pareto frontier: no other ok point is at least as fast (tokens/s per"
+        )
+        results.append(("p", front + " device) with no more peak memory."))
+        kinds = sorted({str(k) for k in df.loc[df["status"] == "ok", "peak_mem_kind"] if not _missing(k)})
+        results.append(
+            (
+                "ul",
+                [f"peak mem kind `{k}`: {_mem_kind_note(k)}" for k in kinds]
+                or ["peak mem kind: not recorded"],
+            )
+        )
+    else:
+        results.append(("p", "No point finished with status ok, so there is no frontier."))
+    sections.append(("Results", results))
+
+    fails = failures_table(df, axes)
+    sections.append(("Failures", [("table", fails)] if len(fails) else [("p", "None.")]))
+
+    replay = [
+        f"# {r.point_id} ({r.status}) {' '.join(r.overrides or [])}".rstrip()
+        + "\n"
+        + (r.replay or "# no replay command recorded")
+        for r in records
+    ]
+    sections.append(("Replay", [("pre", "\n\n".join(replay))] if replay else [("p", "No points.")]))
+    sections.append(("How each number was measured", [("ul", _method_notes(df))]))
+    return _Doc(title=f"Sweep {sweep_id}", sections=sections)
+
+
+def _method_notes(df: pd.DataFrame) -> list[str]:
+    ok = df[df["status"] == "ok"]
+    peaks = sorted(
+        {
+            f"{_num(p, 1e12)} TFLOP/s ({_text(s)})"
+            for p, s in zip(ok["mfu_peak_flops"], ok["mfu_peak_source"], strict=True)
+            if not _missing(p)
+        }
+    )
+    notes = sorted({str(n) for n in ok["mfu_note"] if not _missing(n)})
+    kinds = sorted({str(k) for k in ok["peak_mem_kind"] if not _missing(k)})
+    return [
+        "Step time: median (and p10/p90) of the timed steps"
+        + (f" ({_values(ok['timed_steps'])} per point)" if ok["timed_steps"].notna().any() else "")
+        + " after dropping "
+        + (f"{_values(ok['warmup_steps_dropped'])} " if ok["warmup_steps_dropped"].notna().any() else "the ")
+        + "warm-up steps; seconds.",
+        (
+            "tokens/s = per-device batch x sequence length x grad accumulation x world size / median step time; "
+            "tokens/s/device = tokens/s / world size."
+        ),
+        "TFLOP/s/device = FLOPs per token x tokens/s/device / 1e12; MFU = TFLOP/s/device / peak "
+        + (f"({'; '.join(peaks)})" if peaks else "(no peak recorded)")
+        + (f"; notes: {'; '.join(notes)}" if notes else "")
+        + ".",
+        "Peak memory: "
+        + ("; ".join(f"`{k}`: {_mem_kind_note(k)}" for k in kinds) if kinds else "no counter recorded")
+        + ". GiB = 2**30 bytes, MiB = 2**20 bytes.",
+        "opt state/rank: optimizer-state bytes held by one rank, in MiB.",
+        "Failed points carry the reason the harness recorded; OOM numbers are parsed from the allocator's message.",
+    ]
+
+
+def _render_md(doc: _Doc) -> str:
+    out = [f"# {doc.title}"]
+    for title, blocks in doc.sections:
+        if title:
+            out.append(f"## {title}")
+        for kind, content in blocks:
+            if kind == "p":
+                out.append(content)
+            elif kind == "ul":
+                out.append("\n".join(f"- {x}" for x in content))
+            elif kind == "table":
+                out.append(_md_table(content))
+            elif kind == "pre":
+                out.append(f"```sh\n{content}\n```")
+            elif kind == "plot":
+                out.append(
+                    "Plot: `frontier.png` (static) and `report.html` (interactive), next to this file."
+                )
+    return "\n\n".join(out) + "\n"
+
+
+def _inline_html(text: str) -> str:
+    s = html.escape(text)
+    s = re.sub(r"`([^`]*)`", r"<code>\1</code>", s)
+    return re.sub(r"\*\*([^*]*)\*\*", r"<b>\1</b>", s)
+
+
+def _render_html(doc: _Doc, plot_div: str) -> str:
+    out = [f"<h1>{html.escape(doc.title)}</h1>"]
+    for title, blocks in doc.sections:
+        if title:
+            out.append(f"<h2>{html.escape(title)}</h2>")
+        for kind, content in blocks:
+            if kind == "p":
+                out.append(f"<p>{_inline_html(content)}</p>")
+            elif kind == "ul":
+                out.append("<ul>" + "".join(f"<li>{_inline_html(x)}</li>" for x in content) + "</ul>")
+            elif kind == "table":
+                out.append(content.to_html(index=False, border=0, classes="tbl"))
+            elif kind == "pre":
+                out.append(f"<pre>{html.escape(content)}</pre>")
+            elif kind == "plot":
+                out.append(plot_div)
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}"
+        ".tbl{border-collapse:collapse;font-size:0.9em}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd}"
+        "pre{background:#f5f5f5;padding:1em;overflow-x:auto}code{background:#f5f5f5}"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<title>{html.escape(doc.title)}</title>\n'
+        f"<style>{style}</style>\n</head>\n<body>\n" + "\n".join(out) + "\n</body>\n</html>\n"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Plots
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _PlotData:
+    """``ok``: ok points with both numbers (x in GiB, y in tokens/s/device, label, hover, on_frontier).
+    ``failed``: every other point (x in GiB: the device capacity for OOMs that report it, else ``edge_gib``)."""
+
+    ok: pd.DataFrame
+    failed: pd.DataFrame
+    edge_gib: float
+    devices: list[tuple[str, float]]
+
+
+def _plot_data(
+    df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[tuple[str, float]]
+) -> _PlotData:
+    def hover(row: pd.Series) -> str:
+        lines = [f"{row['point_id']} ({row['status']})", *str(row.get("overrides") or "").split()]
+        if row["status"] == "ok":
+            lines += [
+                f"tokens/s/device: {_num(row['tokens_per_s_per_device'])}",
+                f"peak mem: {_num(row['peak_mem_bytes'], GIB, 3, zeros=True)} GiB ({_text(row['peak_mem_kind'])})",
+                f"step time median: {_num(row['step_time_s_median'])} s",
+            ]
+        else:
+            lines += [f"reason: {_text(row['reason'])}"]
+            if not _missing(row.get("oom_requested_bytes")):
+                lines += [
+                    (
+                        f"requested {_num(row['oom_requested_bytes'], MIB)} MiB, "
+                        f"free {_num(row['oom_free_bytes'], MIB)} MiB, "
+                        f"capacity {_num(row['oom_capacity_bytes'], GIB)} GiB"
+                    )
+                ]
+        return "<b>" + "<br>".join(html.escape(x) for x in lines).replace("<br>", "</b><br>", 1)
+
+    y = pd.to_numeric(df["tokens_per_s_per_device"], errors="coerce")
+    x = pd.to_numeric(df["peak_mem_gib"], errors="coerce")
+    measured = (df["status"] == "ok") & x.notna() & y.notna()
+    cap = pd.to_numeric(df["oom_capacity_bytes"], errors="coerce") / GIB
+    known = [*x[measured], *cap[~measured].dropna(), *(g for _, g in device_mem_gib)]
+    edge = max(known) * 1.1 if known else 1.0
+    base = pd.DataFrame(
+        {
+            "label": [_label(r, axes) for _, r in df.iterrows()],
+            "hover": [hover(r) for _, r in df.iterrows()],
+            "status": [
+                s if m else ("ok (no numbers)" if s == "ok" else s) for s, m in zip(df["status"], measured)
+            ],
+        },
+        index=df.index,
+    )
+    ok = base[measured].assign(x=x[measured], y=y[measured], on_frontier=df.loc[measured, "on_frontier"])
+    failed = base[~measured].assign(x=cap[~measured].fillna(edge))
+    return _PlotData(ok=ok.sort_values("x"), failed=failed, edge_gib=edge, devices=list(device_mem_gib))
+
+
+_XLABEL = "peak memory per device (GiB)"
+_YLABEL = "throughput (tokens/s per device)"
+
+
+def _plot_html(data: _PlotData) -> str:
+    """The interactive plot as an HTML ``<div>`` with plotly.js inlined (no CDN)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.78, 0.22],
+        vertical_spacing=0.06,
+        subplot_titles=(
+            "ok points (★ = Pareto frontier)",
+            "not measured: OOM at device capacity; others at the right edge",
+        ),
+    )
+    ok, front = data.ok, data.ok[data.ok["on_frontier"]]
+    if len(ok):
+        fig.add_trace(
+            go.Scatter(
+                x=ok["x"],
+                y=ok["y"],
+                mode="markers",
+                name="ok",
+                text=ok["hover"],
+                hoverinfo="text",
+                marker={"size": 9, "color": "#1f77b4"},
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=front["x"],
+                y=front["y"],
+                mode="lines+markers",
+                line_shape="hv",
+                name="Pareto frontier",
+                text=front["hover"],
+                hoverinfo="text",
+                marker={"size": 14, "symbol": "star", "color": "#d62728"},
+            ),
+            row=1,
+            col=1,
+        )
+    for status, grp in data.failed.groupby("status", sort=True):
+        fig.add_trace(
+            go.Scatter(
+                x=grp["x"],
+                y=grp["status"],
+                mode="markers",
+                name=str(status),
+                text=grp["hover"],
+                hoverinfo="text",
+                marker={"size": 11, "symbol": "x"},
+            ),
+            row=2,
+            col=1,
+        )
+    for name, gib in data.devices:
+        fig.add_vline(x=gib, line_dash="dash", line_color="gray", annotation_text=name, row="all", col=1)
+    if not len(ok):
+        fig.add_annotation(
+            text="no ok points" if len(data.failed) else "no points",
+            showarrow=False,
+            xref="x domain",
+            yref="y domain",
+            x=0.5,
+            y=0.5,
+            row=1,
+            col=1,
+        )
+    fig.update_xaxes(title_text=_XLABEL, row=2, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text=_YLABEL, row=1, col=1, rangemode="tozero")
+    fig.update_layout(height=650, hovermode="closest", template="plotly_white")
+    return fig.to_html(full_html=False, include_plotlyjs=True)
+
+
+def _plot_png(data: _PlotData, path: Path) -> None:
+    """The same plot as a static PNG (matplotlib, Agg, no global backend change)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 6.5), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[4, 1])
+    ok, front = data.ok, data.ok[data.ok["on_frontier"]]
+    top.scatter(ok["x"], ok["y"], color="#1f77b4", label="ok", zorder=3)
+    if len(front):
+        top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")
+        top.scatter(front["x"], front["y"], marker="*", s=180, color="#d62728", zorder=4)
+    if len(ok) <= 20:
+        for _, r in ok.iterrows():
+            top.annotate(r["label"], (r["x"], r["y"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    if not len(ok):
+        top.text(
+            0.5,
+            0.5,
+            "no ok points" if len(data.failed) else "no points",
+            ha="center",
+            va="center",
+            transform=top.transAxes,
+        )
+    statuses = sorted(data.failed["status"].unique())
+    for status in statuses:
+        grp = data.failed[data.failed["status"] == status]
+        bottom.scatter(grp["x"], [statuses.index(status)] * len(grp), marker="x", s=60, label=status)
+        if len(data.failed) <= 12:
+            for _, r in grp.iterrows():
+                bottom.annotate(
+                    r["label"],
+                    (r["x"], statuses.index(status)),
+                    fontsize=6,
+                    xytext=(-4, 5),
+                    textcoords="offset points",
+                    ha="right",
+                )
+    bottom.set_yticks(range(len(statuses)), statuses)
+    bottom.set_ylim(-0.7, max(len(statuses), 1) - 0.3)
+    bottom.set_title("not measured: OOM at device capacity; others at the right edge", fontsize=8)
+    for name, gib in data.devices:
+        for ax in (top, bottom):
+            ax.axvline(gib, ls="--", color="gray", lw=1)
+        top.text(
+            gib, 0.98, f" {name}", transform=top.get_xaxis_transform(), fontsize=7, va="top", color="gray"
+        )
+    top.set_ylabel(_YLABEL)
+    bottom.set_xlabel(_XLABEL)
+    top.set_xlim(left=0, right=data.edge_gib * 1.05)
+    top.set_ylim(0, max(ok["y"].max() * 1.1, 1.0) if len(ok) else 1.0)
+    top.set_title("Throughput vs peak memory")
+    if len(ok):
+        top.legend(loc="lower right", fontsize=8)
+    fig.savefig(path, format="png", dpi=120)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Building
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a temp file next to ``path``, then rename it onto ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_report(sweep_dir: Path, device_mem_gib: Sequence[tuple[str, float]] = ()) -> Path:
+    """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` and ``frontier.png`` into
+    ``sweep_dir``, each atomically, from the records on disk (point folders without ``result.json`` show as
+    ``pending``).
+
+    Args:
+        sweep_dir: the sweep directory (holds ``points/``).
+        device_mem_gib: optional device memory capacities drawn as vertical lines, as (label, GiB) pairs,
+            e.g. ``[("H100 80 GiB", 80.0)]``.
+
+    Returns:
+        The path of ``report.md``.
+    """
+    sweep_dir = Path(sweep_dir)
+    records = collect_records(sweep_dir)
+    df = records_to_frame(records)
+    doc = _document(sweep_dir, records, df)
+    data = _plot_data(df, _spec_axes(df, _grid(records)[0]), device_mem_gib)
+
+    _write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))
+    _write_atomic(sweep_dir / "results.parquet", lambda p: df.to_parquet(p, index=False))
+    _write_atomic(sweep_dir / "frontier.png", lambda p: _plot_png(data, p))
+    page = _render_html(doc, _plot_html(data))
+    _write_atomic(sweep_dir / "report.html", lambda p: p.write_text(page, encoding="utf-8"))
+    md = sweep_dir / "report.md"
+    _write_atomic(md, lambda p: p.write_text(_render_md(doc), encoding="utf-8"))
+    return md
+
+
+def _device_mem(text: str) -> tuple[str, float]:
+    label, sep, gib = text.rpartition("=")
+    try:
+        return (label if sep else f"{gib} GiB"), float(gib)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected LABEL=GIB (e.g. 'H100 80 GiB=80'), got {text!r}"
+        ) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sweeper.report <sweep_dir>``: rebuild the report; prints the path of report.md last.
+
+    Returns 0 on success, 2 if the directory does not exist or has no ``points/`` folder, 1 if a record on disk
+    cannot be read (the message names the file).
+    """
+    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (the one that holds points/)")
+    parser.add_argument(
+        "--device-mem",
+        type=_device_mem,
+        action="append",
+        default=[],
+        metavar="LABEL=GIB",
+        help="draw a device-memory line, e.g. 'H100 80 GiB=80' (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    sweep_dir: Path = args.sweep_dir
+    if not sweep_dir.is_dir():
+        print(f"sweeper.report: error: sweep directory {sweep_dir} does not exist", file=sys.stderr)
+        return 2
+    if not (sweep_dir / POINTS_DIR).is_dir():
+        print(
+            f"sweeper.report: error: {sweep_dir} has no {POINTS_DIR}/ folder; is it a sweep directory?",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        path = build_report(sweep_dir, args.device_mem)
+    except ValueError as e:
+        print(f"sweeper.report: error: {e}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

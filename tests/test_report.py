@@ -1,0 +1,266 @@
+"""The report: a sweep directory of result records becomes a table, Markdown, HTML and a PNG."""
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweeper.record import Record, write_record
+from sweeper.report import LEADING_COLUMNS, build_report, main, records_to_frame
+
+GIB, MIB = 2**30, 2**20
+ENV = {
+    "host": "node-7",
+    "python": "3.12.3",
+    "torch": "2.9.0",
+    "transformers": "4.57.0",
+    "slurm_job_id": "4242",
+}
+
+
+def spec(fsdp: str, gc: bool) -> dict:
+    return {
+        "model": "tiny",
+        "fsdp": fsdp,
+        "gc": gc,
+        "use_reentrant": False,
+        "precision": "fp32",
+        "zero": 0,
+        "per_device_batch_size": 4,
+        "seq_len": 128,
+        "grad_accum": 1,
+        "ranks_per_node": 2,
+        "nodes": 1,
+    }
+
+
+def ok_point(pid: str, fsdp: str, gc: bool, tps: float, mem: int, setup_ws: bool = True) -> Record:
+    return Record(
+        sweep_id="sw-test",
+        point_id=pid,
+        status="ok",
+        overrides=[f"fsdp={fsdp}", f"gc={str(gc).lower()}"],
+        spec=spec(fsdp, gc),
+        replay=f"python -m sweeper fsdp={fsdp} gc={str(gc).lower()}",
+        setup={"world_size": 2, "wrapper": "DistributedDataParallel"} if setup_ws else {},
+        metrics={
+            "step_time_s_median": 0.5,
+            "step_time_s_p10": 0.45,
+            "step_time_s_p90": 0.6,
+            "timed_steps": 8,
+            "warmup_steps_dropped": 3,
+            "tokens_per_s": 2 * tps,
+            "tokens_per_s_per_device": tps,
+            "peak_mem_bytes": mem,
+            "peak_mem_kind": "max_memory_allocated",
+            "optimizer_state_bytes_per_rank": 6 * MIB,
+            "mfu": 0.4,
+        },
+        env=ENV,
+        wall_time_s=12.5,
+    )
+
+
+OOM = Record(
+    sweep_id="sw-test",
+    point_id="ffff00000001",
+    status="oom",
+    overrides=["fsdp=none", "gc=false"],
+    spec=spec("none", False),
+    replay="python -m sweeper fsdp=none gc=false seq_len=4096",
+    reason="CUDA out of memory on rank 1 in train step 0: tried to allocate 340.00 MiB",
+    failure={
+        "requested_bytes": 340 * MIB,
+        "capacity_bytes": 95 * GIB,
+        "free_bytes": 18 * MIB,
+        "phase": "train",
+        "rank": 1,
+        "step": 0,
+    },
+)
+ERROR = Record(
+    sweep_id="sw-test",
+    point_id="ffff00000002",
+    status="error",
+    error_kind="checkpoint-recompute",
+    overrides=["fsdp=full_shard", "gc=true"],
+    spec=spec("full_shard", True),
+    replay="python -m sweeper fsdp=full_shard gc=true zero=3",
+    reason="recomputed tensor has size 0 under ZeRO-3 with reentrant checkpointing",
+)
+
+
+def good_points() -> list[Record]:
+    return [
+        ok_point("aaaa00000001", "none", True, 5000.0, 3 * GIB),  # frontier: fastest
+        ok_point("aaaa00000002", "full_shard", True, 4000.0, 2 * GIB),  # frontier: least memory
+        ok_point("aaaa00000003", "full_shard", False, 3000.0, 3 * GIB),  # dominated by 1
+        ok_point("aaaa00000004", "none", False, 4000.0, 2 * GIB, setup_ws=False),  # tie with 2: both frontier
+    ]
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    for r in [*good_points(), OOM, ERROR]:
+        write_record(tmp_path, r)
+    (tmp_path / "points" / "eeee00000000").mkdir()  # launched, no result yet
+    return tmp_path
+
+
+def test_frame_has_the_leading_columns_in_order_and_exact_values():
+    df = records_to_frame([*good_points(), OOM, ERROR]).set_index("point_id", drop=False)
+    assert tuple(df.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
+    for extra in ["use_reentrant", "wrapper", "oom_requested_bytes", "failure_phase", "wall_time_s"]:
+        assert extra in df.columns
+    assert df.loc["aaaa00000001", "peak_mem_gib"] == 3.0
+    assert df.loc["aaaa00000002", "peak_mem_bytes"] == 2 * GIB
+    assert df.loc["aaaa00000004", "world_size"] == 2  # from ranks_per_node * nodes
+    assert df["on_frontier"].to_dict() == {
+        "aaaa00000001": True,
+        "aaaa00000002": True,
+        "aaaa00000003": False,
+        "aaaa00000004": True,
+        "ffff00000001": False,
+        "ffff00000002": False,
+    }
+    assert df.loc["ffff00000001", "oom_requested_bytes"] == 340 * MIB
+    assert df.loc["ffff00000002", "error_kind"] == "checkpoint-recompute"
+
+
+def test_empty_frame_still_has_the_columns():
+    df = records_to_frame([])
+    assert len(df) == 0 and tuple(df.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
+
+
+def test_build_report_writes_csv_and_parquet_with_the_same_rows(sweep: Path):
+    build_report(sweep)
+    csv = pd.read_csv(sweep / "results.csv", dtype=str, keep_default_na=False)
+    pq = pd.read_parquet(sweep / "results.parquet")
+    pq_as_csv = pd.read_csv(io.StringIO(pq.to_csv(index=False)), dtype=str, keep_default_na=False)
+    pd.testing.assert_frame_equal(csv, pq_as_csv)
+    assert len(csv) == 7
+    rows = csv.set_index("point_id")
+    assert rows.loc["eeee00000000", "status"] == "pending"
+    assert rows.loc["eeee00000000", "reason"] == "no result yet"
+    assert rows.loc["aaaa00000002", "peak_mem_gib"] == "2.0"
+    assert rows.loc["aaaa00000002", "peak_mem_bytes"] == str(2 * GIB)
+    assert pq.set_index("point_id").loc["aaaa00000001", "peak_mem_gib"] == 3.0
+    assert rows["on_frontier"].to_dict()["aaaa00000003"] == "False"
+
+
+def test_report_md_marks_the_frontier_and_lists_failures_and_replays(sweep: Path):
+    md = build_report(sweep)
+    assert md == sweep / "report.md"
+    text = md.read_text()
+    assert "# Sweep sw-test" in text
+    assert "node-7" in text and "4242" in text  # environment, SLURM job id
+    assert "**fsdp**: `full_shard`, `none`" in text  # grid axis that varies
+    results = text.split("## Results")[1].split("## Failures")[0]
+    rows = {line.split("|")[2].strip(): line for line in results.splitlines() if "| aaaa" in line}
+    assert "★" in rows["aaaa00000001"] and "★" in rows["aaaa00000002"] and "★" in rows["aaaa00000004"]
+    assert "★" not in rows["aaaa00000003"]
+    # sorted by tokens/s/device, descending
+    order = [line.split("|")[2].strip() for line in results.splitlines() if "| aaaa" in line]
+    assert order[0] == "aaaa00000001" and order[-1] == "aaaa00000003"
+    assert "| 3.00 |" in rows["aaaa00000001"]  # peak mem (GiB)
+    assert "| 40.0 |" in rows["aaaa00000001"]  # MFU in percent
+    assert "| 6.000 |" in rows["aaaa00000001"]  # optimizer state MiB
+    assert "tokens/s/device" in results and "peak mem (GiB)" in results and "opt state/rank (MiB)" in results
+    assert "max_memory_allocated" in results.split("★ = on the Pareto frontier")[1]  # peak-mem kind explained
+    failures = text.split("## Failures")[1].split("## Replay")[0]
+    assert OOM.reason in failures and ERROR.reason in failures and "no result yet" in failures
+    assert "checkpoint-recompute" in failures
+    oom_row = next(line for line in failures.splitlines() if "ffff00000001" in line)
+    assert "| 340 |" in oom_row and "| 18 |" in oom_row and "| 95 |" in oom_row
+    assert "OOM requested (MiB)" in failures and "device capacity (GiB)" in failures
+    for r in [*good_points(), OOM, ERROR]:
+        assert r.replay in text.split("## Replay")[1]
+    assert "median" in text.split("## How each number was measured")[1]
+
+
+def test_report_html_is_self_contained_with_the_plot_data(sweep: Path):
+    build_report(sweep, device_mem_gib=[("H100 80 GiB", 80.0)])
+    page = (sweep / "report.html").read_text()
+    assert not re.search(r"<script[^>]*\bsrc=", page)  # nothing loaded from a CDN
+    assert "Plotly.newPlot" in page and len(page) > 1_000_000  # plotly.js inlined
+    assert "Pareto frontier" in page and "H100 80 GiB" in page
+    assert (
+        "peak mem: 3.00 GiB" in page and "\\u003cbr\\u003efsdp=full_shard" in page
+    )  # hover: numbers, overrides
+    assert "ffff00000001" in page and OOM.reason.split(":")[0] in page
+
+
+def assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_png_is_written(sweep: Path):
+    build_report(sweep)
+    assert_png(sweep / "frontier.png")
+
+
+def test_a_sweep_of_failures_only_has_no_frontier(tmp_path: Path):
+    write_record(tmp_path, OOM)
+    write_record(tmp_path, ERROR)
+    text = build_report(tmp_path).read_text()
+    assert "No point finished with status ok" in text and "★ |" not in text
+    assert OOM.reason in text and ERROR.reason in text
+    assert_png(tmp_path / "frontier.png")
+    assert not pd.read_csv(tmp_path / "results.csv")["on_frontier"].any()
+
+
+def test_an_empty_sweep_still_gets_a_report(tmp_path: Path):
+    (tmp_path / "points").mkdir()
+    text = build_report(tmp_path).read_text()
+    assert "No points" in text
+    assert len(pd.read_parquet(tmp_path / "results.parquet")) == 0
+    assert_png(tmp_path / "frontier.png")
+    assert "<script src=" not in (tmp_path / "report.html").read_text()
+
+
+def test_main_prints_the_report_path_last(sweep: Path, capsys):
+    assert main([str(sweep), "--device-mem", "A100 40 GiB=40"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == str(sweep / "report.md")
+
+
+def test_main_refuses_a_folder_without_points(tmp_path: Path, capsys):
+    assert main([str(tmp_path)]) == 2
+    assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_cli_on_a_missing_directory_names_the_path(tmp_path: Path):
+    missing = tmp_path / "no-such-sweep"
+    env = {"PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper.report", str(missing)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 2
+    assert str(missing) in proc.stderr
+
+
+def test_writes_are_atomic_and_leave_no_temp_files(sweep: Path):
+    build_report(sweep)
+    build_report(sweep)  # rebuilding replaces the files in place
+    assert sorted(p.name for p in sweep.iterdir() if p.is_file()) == [
+        "frontier.png",
+        "report.html",
+        "report.md",
+        "results.csv",
+        "results.parquet",
+    ]
+
+
+def test_importing_the_report_does_not_import_torch_or_the_plotting_libraries():
+    code = "import sys, sweeper.report; print(sorted({'torch', 'transformers', 'matplotlib', 'plotly'} & set(sys.modules)))"
+    env = {"PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "[]"
