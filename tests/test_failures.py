@@ -103,18 +103,15 @@ def test_torch_1_5_to_2_0_wording():
         "Management and PYTORCH_CUDA_ALLOC_CONF"
     )
     info = parse_oom(msg)
-    assert (
-        info
-        == OomInfo(
-            requested_bytes=37748736,  # 36.00 MiB
-            device_index=0,
-            device_kind="cuda",
-            capacity_bytes=8514772664,  # 7.93 GiB
-            free_bytes=49345987,  # 47.06 MiB
-            allocated_bytes=136681882,  # 130.35 MiB
-            reserved_total_bytes=197132288,  # 188.00 MiB
-            fragmentation_hint=False,  # 57.65 MiB reserved-unallocated: small, although the message advises splitting
-        )
+    assert info == OomInfo(
+        requested_bytes=37748736,  # 36.00 MiB
+        device_index=0,
+        device_kind="cuda",
+        capacity_bytes=8514772664,  # 7.93 GiB
+        free_bytes=49345987,  # 47.06 MiB
+        allocated_bytes=136681882,  # 130.35 MiB
+        reserved_total_bytes=197132288,  # 188.00 MiB
+        fragmentation_hint=False,  # 57.65 MiB reserved-unallocated: small, although the message advises splitting
     )
     assert info.unallocated_reserved_estimate == 197132288 - 136681882
 
@@ -228,22 +225,15 @@ def test_other_accelerators():
     assert (xpu.device_kind, xpu.device_index, xpu.allocated_bytes) == ("xpu", 0, 200192)
     # ROCm says HIP; torch calls the device cuda.
     assert (
-        parse_oom(
-            "HIP out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 63.98 GiB"
-        ).device
+        parse_oom("HIP out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 63.98 GiB").device
         == "cuda:3"
     )
     # Wordings without numbers.
     assert (
-        parse_oom(
-            "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported"
-        ).device_kind
+        parse_oom("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported").device_kind
         == "cuda"
     )
-    assert (
-        parse_oom("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`").device_kind
-        == "cuda"
-    )
+    assert parse_oom("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`").device_kind == "cuda"
 
 
 @pytest.mark.parametrize(
@@ -346,9 +336,7 @@ def test_fake_gpu_real_torch_out_of_memory_error_is_classified():
 
 
 def test_host_oom_and_memory_error_are_ooms():
-    f = classify(
-        "RuntimeError", "DefaultCPUAllocator: can't allocate memory: you tried to allocate 123456 bytes."
-    )
+    f = classify("RuntimeError", "DefaultCPUAllocator: can't allocate memory: you tried to allocate 123456 bytes.")
     assert f.status == "oom" and f.details["oom"]["requested_bytes"] == 123456
     assert f.reason.startswith("out of memory on the host (CPU) while trying to allocate 120.56 KiB")
     bare = classify("MemoryError", "")
@@ -483,9 +471,9 @@ def test_gloo_and_nccl_failures_are_collective():
     )
     f = classify("DistBackendError", nccl)
     assert f.error_kind == "collective" and "NCCL collective timed out" in f.reason
-    assert classify(
-        "torch.distributed.DistBackendError", "NCCL error in: ProcessGroupNCCL.cpp:1970"
-    ).error_kind == ("collective")
+    assert classify("torch.distributed.DistBackendError", "NCCL error in: ProcessGroupNCCL.cpp:1970").error_kind == (
+        "collective"
+    )
 
 
 def test_import_errors_happen_in_setup():
@@ -496,9 +484,9 @@ def test_import_errors_happen_in_setup():
     )
     f = classify("ModuleNotFoundError", "No module named 'deepspeed'", tb)
     assert (f.error_kind, f.phase) == ("import", "setup") and "'deepspeed'" in f.reason
-    assert classify(
-        "ImportError", "cannot import name 'FSDPModule' from 'torch.distributed.fsdp'"
-    ).error_kind == ("import")
+    assert classify("ImportError", "cannot import name 'FSDPModule' from 'torch.distributed.fsdp'").error_kind == (
+        "import"
+    )
 
 
 @pytest.mark.parametrize(

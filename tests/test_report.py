@@ -188,9 +188,7 @@ def test_report_html_is_self_contained_with_the_plot_data(sweep: Path):
     assert not re.search(r"<script[^>]*\bsrc=", page)  # nothing loaded from a CDN
     assert "Plotly.newPlot" in page and len(page) > 1_000_000  # plotly.js inlined
     assert "Pareto frontier" in page and "H100 80 GiB" in page
-    assert (
-        "peak mem: 3.00 GiB" in page and "\\u003cbr\\u003efsdp=full_shard" in page
-    )  # hover: numbers, overrides
+    assert "peak mem: 3.00 GiB" in page and "\\u003cbr\\u003efsdp=full_shard" in page  # hover: numbers, overrides
     assert "ffff00000001" in page and OOM.reason.split(":")[0] in page
 
 

@@ -20,9 +20,7 @@ pytestmark = [
         reason="SLURM_CONF not set: no dev SLURM cluster running "
         "(start one with `bash slurm/dev-cluster.sh start` and export SLURM_CONF)",
     ),
-    pytest.mark.skipif(
-        shutil.which("sinfo") is None, reason="sinfo not on PATH: SLURM client tools not installed"
-    ),
+    pytest.mark.skipif(shutil.which("sinfo") is None, reason="sinfo not on PATH: SLURM client tools not installed"),
 ]
 
 JOB_TIMEOUT_S = 60

@@ -113,6 +113,13 @@ class SweeperConfig:
 
 
 def register_configs() -> None:
-    """Register the schema under the name ``sweeper_schema`` (used by ``conf/config.yaml``'s defaults list)."""
+    """Register the schema as ``sweeper_schema`` (used by ``conf/config.yaml``'s defaults list) and every named
+    grid in ``sweeps/*.yaml`` as an option of the ``sweeps`` group (``+sweeps=fsdp-gc``)."""
+    from omegaconf import OmegaConf
+
+    from sweeper.paths import sweeps_dir
+
     cs = ConfigStore.instance()
     cs.store(name="sweeper_schema", node=SweeperConfig)
+    for path in sorted(sweeps_dir().glob("*.yaml")):
+        cs.store(group="sweeps", name=path.stem, node=OmegaConf.load(path), package="_global_")

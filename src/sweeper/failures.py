@@ -402,9 +402,7 @@ def known_incompatible(spec: dict[str, Any], versions: dict[str, str]) -> str | 
     if row is None:
         return None
     version = _version_of(versions, row.library)
-    text = (
-        f"{row.description} [{row.library} {version} is in the affected range {row.affected}; {row.source}]"
-    )
+    text = f"{row.description} [{row.library} {version} is in the affected range {row.affected}; {row.source}]"
     return f"{text}. Workaround: {row.workaround}." if row.workaround else text + "."
 
 
@@ -583,10 +581,7 @@ def _oom_reason(info: OomInfo, phase: str, exc_type: str) -> str:
         return reason
     if where == "the host (CPU)":
         return reason + "; reduce per_device_batch_size or seq_len, or run fewer ranks per node"
-    return (
-        reason
-        + "; reduce per_device_batch_size or seq_len, set gc=true, or shard more (fsdp=full_shard, zero=3)"
-    )
+    return reason + "; reduce per_device_batch_size or seq_len, set gc=true, or shard more (fsdp=full_shard, zero=3)"
 
 
 # ---- error kinds
@@ -681,7 +676,8 @@ _CONFIG_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"Attempting to unscale FP16 gradients"),
         (
             "the model weights are float16 and fp16 AMP is on (fp16 weights + fp16 AMP): the GradScaler cannot unscale "
-            "fp16 gradients; load the model in float32 (model_dtype=float32: fp16 means fp32 master weights + autocast) "
+            "fp16 gradients; load the model in float32 "
+            "(model_dtype=float32: fp16 means fp32 master weights + autocast) "
             "or use precision=bf16"
         ),
     ),
@@ -700,9 +696,7 @@ _CONFIG_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
     ),
     (
-        re.compile(
-            r"(?:TrainingArguments|Trainer|\w*Config)\.__init__\(\) got an unexpected keyword argument"
-        ),
+        re.compile(r"(?:TrainingArguments|Trainer|\w*Config)\.__init__\(\) got an unexpected keyword argument"),
         (
             "an argument is not accepted by the installed transformers version (renamed or removed): use that "
             "version's argument names"
@@ -722,9 +716,7 @@ def _config_reason(short: str, message: str, frames: list[tuple[str, str]], raw_
             "configuration; retrying it unchanged fails the same way"
         )
     if short == "DeepSpeedConfigError":
-        return (
-            f"the DeepSpeed configuration was rejected ({_first_line(message)}): fix the generated ds config"
-        )
+        return f"the DeepSpeed configuration was rejected ({_first_line(message)}): fix the generated ds config"
     return None
 
 
@@ -810,9 +802,7 @@ def classify(
         return error("crash", _crash_reason(sig))
 
     if short in _IMPORT_TYPES:
-        import_phase = phase or (
-            raw_phase if {f for _, f in frames} & (_EVAL_FUNCS | _STEP_FUNCS) else "setup"
-        )
+        import_phase = phase or (raw_phase if {f for _, f in frames} & (_EVAL_FUNCS | _STEP_FUNCS) else "setup")
         return error("import", _import_reason(message), import_phase)
 
     recompute = short == "CheckpointError" or bool(_RECOMPUTE.search(message))

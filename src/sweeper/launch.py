@@ -21,7 +21,15 @@ from typing import Any
 from sweeper import failures
 from sweeper.hardware import local_device_type, unsupported_reason
 from sweeper.measure_summary import summarize_ranks
-from sweeper.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_json_atomic, write_record
+from sweeper.record import (
+    FINAL_STATUSES,
+    RESULT_FILE,
+    Record,
+    point_dir,
+    read_record,
+    write_json_atomic,
+    write_record,
+)
 from sweeper.spec import InvalidPoint, PointSpec, point_id, replay_command, validate
 
 LIBRARIES = ("torch", "transformers", "accelerate", "deepspeed", "hydra-core", "submitit", "wandb")
@@ -90,7 +98,8 @@ def run_point(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: 
         validate(spec)
         if spec.nodes > 1:
             raise InvalidPoint(
-                f"nodes={spec.nodes} needs a cluster launcher; the local launcher runs one node (nodes=1)", ("nodes",)
+                f"nodes={spec.nodes} needs a cluster launcher; the local launcher runs one node (nodes=1)",
+                ("nodes",),
             )
     except InvalidPoint as e:
         return _write(sweep_dir, Record(status="invalid", reason=str(e), failure={"keys": list(e.keys)}, **base))

@@ -50,13 +50,12 @@ def innermost_optimizer(opt: Any) -> Any:
 def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
     """Bytes of parameters, gradients and optimizer state that *this rank* holds.
 
-    Gradients: ``param.grad`` (local shard), or, for DeepSpeed ZeRO whose gradients live in its own partitioned
-    buffers, the fp32 partition gradients its optimizer sees. Optimizer state: every tensor in the innermost torch
-    optimizer's ``state`` (Adam: exp_avg, exp_avg_sq, step), plus DeepSpeed's fp32 master partitions when the
-    optimizer works on copies of the parameters.
+    Gradients: ``param.grad`` (local shard); None under DeepSpeed (see below). Optimizer state: every tensor in
+    the innermost torch optimizer's ``state`` (Adam: exp_avg, exp_avg_sq, step), plus DeepSpeed's fp32 master
+    partitions (ZeRO keeps them apart from the model's parameters: 4 + 8 bytes/param / N, the ZeRO paper's 12x/N).
 
     Returns:
-        ``{"param_bytes": int, "grad_bytes": int, "optimizer_state_bytes": int}``.
+        ``{"param_bytes": int, "grad_bytes": int | None, "optimizer_state_bytes": int}``.
     """
     params = list(model.parameters())
     param_bytes = sum(tensor_bytes(p) for p in params)
@@ -67,14 +66,27 @@ def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
         for v in state.values():
             if isinstance(v, torch.Tensor):
                 state_bytes += tensor_bytes(v)
-    model_param_ids = {id(p) for p in params}
-    opt_params = [p for g in getattr(inner, "param_groups", []) for p in g["params"]]
-    masters = [p for p in opt_params if id(p) not in model_param_ids]
-    # DeepSpeed: the optimizer steps fp32 flat partitions that are not the model's parameters (master copies)
-    state_bytes += sum(tensor_bytes(p) for p in masters)
-    if grad_bytes == 0:
-        grad_bytes = sum(tensor_bytes(p.grad) for p in masters)
+    masters = _deepspeed_master_partitions(optimizer)
+    if masters is not None:
+        # DeepSpeed ZeRO steps fp32 master partitions that are copies of the model's parameters; its gradient
+        # partitions are consumed inside its own step (before the Trainer's optimizer hooks), so not observable
+        state_bytes += sum(tensor_bytes(p) for p in masters)
+        return {"param_bytes": param_bytes, "grad_bytes": None, "optimizer_state_bytes": state_bytes}
     return {"param_bytes": param_bytes, "grad_bytes": grad_bytes, "optimizer_state_bytes": state_bytes}
+
+
+def _deepspeed_master_partitions(optimizer: Any) -> list[torch.Tensor] | None:
+    """DeepSpeed's fp32 master partitions held by this rank (ZeRO-1/2: ``single_partition_of_fp32_groups``,
+    ZeRO-3: ``fp32_partitioned_groups_flat``), or None when the optimizer is not a DeepSpeed ZeRO optimizer."""
+    seen = set()
+    opt = optimizer
+    while opt is not None and id(opt) not in seen:
+        seen.add(id(opt))
+        for attr in ("single_partition_of_fp32_groups", "fp32_partitioned_groups_flat"):
+            if hasattr(opt, attr):
+                return list(getattr(opt, attr))
+        opt = getattr(opt, "optimizer", None)
+    return None
 
 
 class Windows:

@@ -15,6 +15,7 @@ Driver side, no torch. Conventions (each reported number says how it was measure
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any
 
@@ -76,7 +77,11 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str
     if model:
         m["param_count"] = model["param_count"]
         fpt = flops_per_token(
-            model["non_embedding_params"], model["num_layers"], model["num_heads"], model["head_dim"], spec.seq_len
+            model["non_embedding_params"],
+            model["num_layers"],
+            model["num_heads"],
+            model["head_dim"],
+            spec.seq_len,
         )
         m["flops_per_token"] = fpt
         if "tokens_per_s_per_device" in m:
@@ -144,6 +149,17 @@ def _root_failure(ranks: list[dict[str, Any]], spec: PointSpec, versions: dict[s
     return best
 
 
+def _signal_from_log(log_tail: str) -> str | None:
+    """The signal that killed the first failing rank, from torchrun's error summary ("Root Cause (first observed
+    failure)" section: ``Signal 9 (SIGKILL) received by PID``); the other ranks were then stopped with SIGTERM."""
+    log_tail = log_tail.rsplit("Root Cause", 1)[-1]
+    m = re.search(r"Signal \d+ \((SIG[A-Z]+)\)", log_tail)
+    if m:
+        return m.group(1)
+    m = re.search(r"exitcode\s*:\s*-(\d+)", log_tail)
+    return f"Signal {m.group(1)}" if m else None
+
+
 def summarize_ranks(
     spec: PointSpec, ranks: list[dict[str, Any]], *, returncode: int, timed_out: bool, log_tail: str
 ) -> dict[str, Any]:
@@ -179,10 +195,12 @@ def summarize_ranks(
         out.update(status="ok", reason=None)
         return out
     root = _root_failure(ranks, spec, library_versions())
-    if root is None:
-        sig = -returncode if returncode < 0 else None
+    sig = _signal_from_log(log_tail) or (f"Signal {-returncode}" if returncode < 0 else None)
+    died = len(ranks) < spec.world_size and sig is not None
+    # a rank that died without a word (signal) explains the others' collective errors, not the other way round
+    if root is None or (died and root[3].error_kind == "collective"):
         c = failures.classify(
-            f"Signal {sig}" if sig else "RankExit",
+            sig or "RankExit",
             f"rank launcher exited with code {returncode} and no rank reported an exception",
             log_tail,
         )
@@ -203,7 +221,11 @@ def summarize_ranks(
         "step": f.get("step"),
     }
     if f["exception_type"] == "LabelMismatch":
-        out.update(status="unsupported", reason=f"label not truthful on this hardware: {f['message']}", failure=failure)
+        out.update(
+            status="unsupported",
+            reason=f"label not truthful on this hardware: {f['message']}",
+            failure=failure,
+        )
     else:
         out.update(status=c.status, error_kind=c.error_kind, reason=c.reason, failure=failure)
     if c.phase == "eval":

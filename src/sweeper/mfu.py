@@ -87,9 +87,7 @@ def measure_cpu_peak(dtype: str = "fp32", n: int = 512, seconds: float = 0.3) ->
     return Peak(best, f"measured: {dtype} matmul {n}x{n}, {threads} thread(s), best of {seconds:.1f} s")
 
 
-def flops_per_token(
-    non_embedding_params: int, num_layers: int, num_heads: int, head_dim: int, seq_len: int
-) -> float:
+def flops_per_token(non_embedding_params: int, num_layers: int, num_heads: int, head_dim: int, seq_len: int) -> float:
     """Training FLOPs per token, PaLM Appendix B: ``6·N + 12·L·a·d·s``.
 
     Args:

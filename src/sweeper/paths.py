@@ -26,3 +26,8 @@ def data_root() -> Path:
 def conf_dir() -> Path:
     """The primary config folder (``conf/``, holding ``config.yaml`` and the ``model`` group)."""
     return data_root() / "conf"
+
+
+def sweeps_dir() -> Path:
+    """The named grids (``sweeps/*.yaml``), registered as the ``sweeps`` config group."""
+    return data_root() / "sweeps"

@@ -139,9 +139,7 @@ def write_record(sweep_dir: Path, record: Record) -> Path:
     if path.exists():
         old = read_record(path)
         if old.status in FINAL_STATUSES:
-            raise FileExistsError(
-                f"{path} already holds a final result ({old.status}); refusing to overwrite it"
-            )
+            raise FileExistsError(f"{path} already holds a final result ({old.status}); refusing to overwrite it")
     write_json_atomic(path, record.to_dict())
     return path
 

@@ -102,9 +102,7 @@ def _row(r: Record) -> dict[str, Any]:
     peak = met.get("peak_mem_bytes")
     row["peak_mem_gib"] = peak / GIB if isinstance(peak, (int, float)) and not _missing(peak) else None
     row = {c: row.get(c) for c in LEADING_COLUMNS}  # put peak_mem_gib in its place
-    row.update(
-        on_frontier=False, reason=r.reason, error_kind=r.error_kind, point_id=r.point_id, replay=r.replay
-    )
+    row.update(on_frontier=False, reason=r.reason, error_kind=r.error_kind, point_id=r.point_id, replay=r.replay)
     row["use_reentrant"] = setup.get("use_reentrant", spec.get("use_reentrant"))
     row.update({k: setup.get(k) for k in _SETUP_EXTRA})
     row.update({k: met.get(k) for k in _METRIC_EXTRA})
@@ -147,7 +145,7 @@ def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
             _coerce(df, c, dtype)
     for c in [c for c in df.columns if "_bytes" in c or c.startswith("predicted_")]:
         _coerce(df, c, "Int64" if "_bytes" in c else "float64")
-    for c in df.columns[df.dtypes == object]:  # Parquet needs one type per column
+    for c in df.select_dtypes(include="object").columns:  # Parquet needs one type per column
         types = {type(v) for v in df[c] if not _missing(v)}
         if len(types) > 1:
             df[c] = df[c].map(lambda v: None if _missing(v) else str(v))
@@ -272,9 +270,7 @@ def results_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
         "opt state/rank (MiB)": [_num(v, MIB, 4, zeros=True) for v in ok["optimizer_state_bytes_per_rank"]],
     }
     if "predicted_peak_mem_bytes" in ok.columns:
-        out["predicted peak mem (GiB)"] = [
-            _num(v, GIB, 3, zeros=True) for v in ok["predicted_peak_mem_bytes"]
-        ]
+        out["predicted peak mem (GiB)"] = [_num(v, GIB, 3, zeros=True) for v in ok["predicted_peak_mem_bytes"]]
     return pd.DataFrame(out, dtype=object)
 
 
@@ -302,9 +298,7 @@ def failures_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
 
 def _mem_kind_note(kind: str) -> str:
     low = kind.lower()
-    note = next(
-        (n for key, n in _MEM_KIND_NOTES if key in low), "as reported by the harness (see the record)"
-    )
+    note = next((n for key, n in _MEM_KIND_NOTES if key in low), "as reported by the harness (see the record)")
     return f"{note}, max over ranks"
 
 
@@ -333,9 +327,7 @@ def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _
     counts = df["status"].value_counts()
     n_front = int(df["on_frontier"].sum())
     summary = (
-        f"{len(df)} points: "
-        + ", ".join(f"{n} {s}" for s, n in counts.items())
-        + f"; {n_front} on the frontier."
+        f"{len(df)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {n_front} on the frontier."
         if len(df)
         else "No points: this sweep directory holds no results yet."
     )
@@ -357,9 +349,7 @@ def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _
     axes = _spec_axes(df, varying)
     grid: list[Block] = []
     if varying:
-        grid.append(
-            ("ul", [f"**{k}**: " + ", ".join(f"`{_plain(v)}`" for v in vs) for k, vs in varying.items()])
-        )
+        grid.append(("ul", [f"**{k}**: " + ", ".join(f"`{_plain(v)}`" for v in vs) for k, vs in varying.items()]))
     if fixed:
         grid.append(("p", "Fixed: " + ", ".join(f"`{k}={_plain(v)}`" for k, v in fixed.items())))
     sections.append(("Grid", grid or [("p", "No point specs recorded.")]))
@@ -368,16 +358,13 @@ def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _
     res = results_table(df, axes)
     if len(res):
         results.append(("table", res))
-        front = (
-            f"{FRONTIER_MARK} = on the Pareto frontier: no other ok point is at least as fast (tokens/s per"
-        )
+        front = f"{FRONTIER_MARK} = on the Pareto frontier: no other ok point is at least as fast (tokens/s per"
         results.append(("p", front + " device) with no more peak memory."))
         kinds = sorted({str(k) for k in df.loc[df["status"] == "ok", "peak_mem_kind"] if not _missing(k)})
         results.append(
             (
                 "ul",
-                [f"peak mem kind `{k}`: {_mem_kind_note(k)}" for k in kinds]
-                or ["peak mem kind: not recorded"],
+                [f"peak mem kind `{k}`: {_mem_kind_note(k)}" for k in kinds] or ["peak mem kind: not recorded"],
             )
         )
     else:
@@ -446,9 +433,7 @@ def _render_md(doc: _Doc) -> str:
             elif kind == "pre":
                 out.append(f"```sh\n{content}\n```")
             elif kind == "plot":
-                out.append(
-                    "Plot: `frontier.png` (static) and `report.html` (interactive), next to this file."
-                )
+                out.append("Plot: `frontier.png` (static) and `report.html` (interactive), next to this file.")
     return "\n\n".join(out) + "\n"
 
 
@@ -501,9 +486,7 @@ class _PlotData:
     devices: list[tuple[str, float]]
 
 
-def _plot_data(
-    df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[tuple[str, float]]
-) -> _PlotData:
+def _plot_data(df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[tuple[str, float]]) -> _PlotData:
     def hover(row: pd.Series) -> str:
         lines = [f"{row['point_id']} ({row['status']})", *str(row.get("overrides") or "").split()]
         if row["status"] == "ok":
@@ -535,7 +518,7 @@ def _plot_data(
             "label": [_label(r, axes) for _, r in df.iterrows()],
             "hover": [hover(r) for _, r in df.iterrows()],
             "status": [
-                s if m else ("ok (no numbers)" if s == "ok" else s) for s, m in zip(df["status"], measured)
+                s if m else ("ok (no numbers)" if s == "ok" else s) for s, m in zip(df["status"], measured, strict=True)
             ],
         },
         index=df.index,
@@ -670,9 +653,7 @@ def _plot_png(data: _PlotData, path: Path) -> None:
     for name, gib in data.devices:
         for ax in (top, bottom):
             ax.axvline(gib, ls="--", color="gray", lw=1)
-        top.text(
-            gib, 0.98, f" {name}", transform=top.get_xaxis_transform(), fontsize=7, va="top", color="gray"
-        )
+        top.text(gib, 0.98, f" {name}", transform=top.get_xaxis_transform(), fontsize=7, va="top", color="gray")
     top.set_ylabel(_YLABEL)
     bottom.set_xlabel(_XLABEL)
     top.set_xlim(left=0, right=data.edge_gib * 1.05)
@@ -735,9 +716,7 @@ def _device_mem(text: str) -> tuple[str, float]:
     try:
         return (label if sep else f"{gib} GiB"), float(gib)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected LABEL=GIB (e.g. 'H100 80 GiB=80'), got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected LABEL=GIB (e.g. 'H100 80 GiB=80'), got {text!r}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

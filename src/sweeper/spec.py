@@ -135,16 +135,15 @@ def validate(spec: PointSpec) -> None:
     if spec.fsdp not in FSDP_STRATEGIES:
         raise InvalidPoint(f"fsdp={spec.fsdp!r} is not one of {', '.join(FSDP_STRATEGIES)}", ("fsdp",))
     if spec.precision not in PRECISIONS:
-        raise InvalidPoint(
-            f"precision={spec.precision!r} is not one of {', '.join(PRECISIONS)}", ("precision",)
-        )
+        raise InvalidPoint(f"precision={spec.precision!r} is not one of {', '.join(PRECISIONS)}", ("precision",))
     if spec.model_dtype not in MODEL_DTYPES:
         raise InvalidPoint(
             f"model_dtype={spec.model_dtype!r} is not one of {', '.join(MODEL_DTYPES)}", ("model_dtype",)
         )
     if spec.zero not in ZERO_STAGES:
         raise InvalidPoint(
-            f"zero={spec.zero} is not a DeepSpeed ZeRO stage: use one of 0, 1, 2, 3 (0 = no DeepSpeed)", ("zero",)
+            f"zero={spec.zero} is not a DeepSpeed ZeRO stage: use one of 0, 1, 2, 3 (0 = no DeepSpeed)",
+            ("zero",),
         )
     if spec.fsdp != "none" and spec.zero > 0:
         raise InvalidPoint(
@@ -187,7 +186,8 @@ def validate(spec: PointSpec) -> None:
         )
     if spec.fsdp == "hybrid_shard" and spec.nodes < 2 and spec.ranks_per_node < 2:
         raise InvalidPoint(
-            "fsdp=hybrid_shard needs at least 2 ranks to shard over (ranks_per_node>=2)", ("fsdp", "ranks_per_node")
+            "fsdp=hybrid_shard needs at least 2 ranks to shard over (ranks_per_node>=2)",
+            ("fsdp", "ranks_per_node"),
         )
     bad_ta = sorted(set(spec.training_args) & _OWNED_TRAINING_ARGS)
     if bad_ta:

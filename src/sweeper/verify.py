@@ -109,7 +109,9 @@ def mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
         )
     want_impl = ("fsdp" if spec.fsdp != "none" else "hf") if spec.gc else "none"
     if setup["checkpointing_impl"] != want_impl:
-        out.append(f"gc={str(spec.gc).lower()} asked, but checkpointing implementation is {setup['checkpointing_impl']}")
+        out.append(
+            f"gc={str(spec.gc).lower()} asked, but checkpointing implementation is {setup['checkpointing_impl']}"
+        )
     if spec.gc and setup["use_reentrant"] is not None and bool(setup["use_reentrant"]) != spec.use_reentrant:
         out.append(f"use_reentrant={spec.use_reentrant} asked, but {setup['use_reentrant']} runs")
     return out

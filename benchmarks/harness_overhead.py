@@ -1,0 +1,207 @@
+"""What sweeper's harness adds to one grid point: sweeper (A) against a bare HF Trainer script (B).
+
+A = ``python -m sweeper <overrides>``: one point, in a fresh temporary working directory, as a user runs it.
+B = ``BARE`` below under ``torch.distributed.run --standalone`` with A's rank count: same model (``AutoConfig.
+    for_model`` with the point's numbers), synthetic tokens, batch size, seq_len, seed, number of optimizer
+    steps (warm-up + timed + memory + profile) and TrainingArguments essentials, and nothing else. B reads its
+    spec from A's result record, so ``--overrides`` reach both.
+
+What is timed:
+* wall: the whole command, ``time.perf_counter()`` around ``subprocess.run``: process start, imports,
+  torchrun, rank start-up, training, teardown and, for A only, Hydra, the record and the report.
+* step: one optimizer step, ``time.perf_counter()`` from ``on_step_begin`` to ``on_step_end``, slowest rank;
+  median over the timed window (``timed_steps`` steps after ``warmup_steps``), as A's ``step_time_s_median``.
+Runs alternate A, B, A, B, ... (the machine is shared and noisy); the summary row is each column's median.
+Breakdown: time.time() marks; for A, the modification times of sweep.json, spec.json, rank<r>.json and the
+report files, the ranks' ``train_wall_s``, the first event of the profiler trace and the record's
+``wall_time_s``; B's ranks write their own. Each phase runs from the previous mark to its own, so the phases
+add up to the command's wall time.
+
+    python benchmarks/harness_overhead.py --repeats 3 [--timed-steps 8] [--overrides seq_len=256 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BARE = r"""
+import json, os, sys, time
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+spec, out = json.load(open(sys.argv[1])), sys.argv[2]
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+timed = range(spec["warmup_steps"], spec["warmup_steps"] + spec["timed_steps"])
+steps = timed.stop + spec["memory_steps"] + spec["profile_steps"]
+
+class Tokens(torch.utils.data.Dataset):  # as sweeper.trainer_setup.SyntheticTokens
+    def __init__(self, n, seq_len, vocab, seed):
+        self.ids = torch.randint(0, vocab, (n, seq_len), generator=torch.Generator().manual_seed(seed))
+    def __len__(self): return len(self.ids)
+    def __getitem__(self, i): return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+class StepTimer(TrainerCallback):
+    times, begins, losses = [], [], []  # timed steps (s), time.time() at each step's begin, losses
+    def on_step_begin(self, args, state, control, **kw):
+        self.begins.append(time.time())
+        self.t0 = time.perf_counter()
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step - 1 in timed: self.times.append(time.perf_counter() - self.t0)
+    def on_log(self, args, state, control, logs=None, **kw): self.losses.append(logs.get("loss"))
+
+t_train0 = time.time()
+torch.manual_seed(spec["seed"])
+config = AutoConfig.for_model(spec["model_type"], **spec["model_config"])
+config.use_cache = False
+model = AutoModelForCausalLM.from_config(config)
+bs, accum, seed = spec["per_device_batch_size"], spec["grad_accum"], spec["seed"]
+args = TrainingArguments(
+    output_dir=os.path.join(out, "trainer"), max_steps=steps, per_device_train_batch_size=bs,
+    gradient_accumulation_steps=accum, learning_rate=1e-4, lr_scheduler_type="constant", seed=seed,
+    data_seed=seed, bf16=spec["precision"] == "bf16", use_cpu=True, report_to=[], save_strategy="no",
+    logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, ddp_find_unused_parameters=False)
+t = StepTimer()
+data = Tokens(bs * accum * world * steps, spec["seq_len"], config.vocab_size, seed)
+Trainer(model=model, args=args, train_dataset=data, callbacks=[t]).train()
+rec = dict(t_train0=t_train0, t_train1=time.time(), begins=t.begins, step_times_s=t.times, losses=t.losses)
+json.dump(rec, open(os.path.join(out, f"rank{rank}.json"), "w"))
+"""
+# sweeper keys with no counterpart in BARE (plain DDP): a point must have these values to be compared
+PLAIN = dict(fsdp="none", zero=0, gc=False, eval=False, training_args={}, callbacks=[], model_dtype="float32")
+# phase name, keyed by the time.time() mark that ends it; it starts at the previous mark (a missing mark: 0 s)
+PHASES = {
+    "sweep": "driver start: python, hydra imports, compose",
+    "spec": "driver: sweeper imports, environment, validate",
+    "train0": "ranks start: torchrun, python, imports",
+    "profile0": "train: model, Trainer, warm-up, timed, memory",
+    "train1": "train: profile window, top-ops table, trace",
+    "written": "MFU peak (rank 0, after training)",
+    "ranks_end": "ranks exit: teardown, torchrun",
+    "report": "record + report (csv, parquet, png, html)",
+    "end": "driver exit",
+}
+SHARED = ("train0", "ranks_end")  # the same code in A and B: their A-B is mostly the machine's noise
+HEAD = ("repeat", "wall A s", "wall B s", "A/B", "step A ms", "step B ms", "A/B")
+
+
+def phases(marks: dict[str, float]) -> dict[str, float]:
+    out, prev = {}, marks["start"]
+    for mark, name in PHASES.items():
+        out[name], prev = marks.get(mark, prev) - prev, marks.get(mark, prev)
+    return out
+
+
+def run(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+    """Run ``cmd`` in ``cwd``; returns (wall s by perf_counter, start and end by time.time())."""
+    with open(cwd / "out.log", "wb") as log:
+        t0, w0 = time.perf_counter(), time.time()
+        rc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode
+        wall, w1 = time.perf_counter() - t0, time.time()
+    if rc:
+        sys.exit(f"{' '.join(cmd)} failed ({rc}):\n{(cwd / 'out.log').read_text()[-3000:]}")
+    return wall, w0, w1
+
+
+def trace_start(path: Path) -> float | None:
+    """time.time() of the first event in a torch.profiler chrome trace; None without a trace."""
+    if not path.exists():
+        return None
+    trace = json.loads(path.read_text())
+    first_us = min(float(e["ts"]) for e in trace["traceEvents"] if e.get("ph") == "X")
+    return trace["baseTimeNanoseconds"] / 1e9 + first_us / 1e6
+
+
+def run_a(overrides: list[str]) -> dict:
+    """One sweeper point: wall time, median step, spec, first loss, phases (s)."""
+    with tempfile.TemporaryDirectory(prefix="overhead_a_") as tmp:
+        wall, w0, w1 = run([sys.executable, "-m", "sweeper", *overrides], Path(tmp))
+        result = next(Path(tmp).glob("multirun/*/points/*/result.json"))
+        rec, pdir, sdir = json.loads(result.read_text()), result.parent, result.parents[2]
+        if rec["status"] != "ok":
+            sys.exit(f"sweeper point {rec['status']}: {rec.get('reason')}")
+        t = {p.name: p.stat().st_mtime for p in [*sdir.iterdir(), *pdir.iterdir()] if p.is_file()}
+        ranks = [json.loads(p.read_text()) | {"t_end": t[p.name]} for p in pdir.glob("rank*.json")]
+        # ranks train in lock-step, then rank 0 alone measures the MFU peak: take training from another rank
+        r = max(ranks, key=lambda r: r["rank"])
+        marks = dict(start=w0, sweep=t["sweep.json"], spec=t["spec.json"], end=w1)
+        marks.update(train0=r["t_end"] - r["train_wall_s"], train1=r["t_end"])
+        marks["written"] = max(x["t_end"] for x in ranks)
+        marks["profile0"] = trace_start(pdir / f"trace_rank{r['rank']}.json") or r["t_end"]
+        marks["ranks_end"] = t["spec.json"] + rec["wall_time_s"]
+        marks["report"] = max(v for k, v in t.items() if k.startswith(("report", "results", "frontier")))
+    m = rec["metrics"]
+    return dict(wall=wall, step=m["step_time_s_median"], loss=m["loss_first"], spec=rec["spec"], marks=marks)
+
+
+def run_b(script: Path, spec: dict) -> dict:
+    """The bare script on A's ranks: wall time, median step (slowest rank), first loss, phases (s)."""
+    with tempfile.TemporaryDirectory(prefix="overhead_b_") as tmp:
+        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
+        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--max-restarts=0"]
+        cmd = [*launch, f"--nproc-per-node={spec['ranks_per_node']}", str(script), "spec.json", tmp]
+        wall, w0, w1 = run(cmd, Path(tmp))
+        ranks = [json.loads(p.read_text()) for p in sorted(Path(tmp).glob("rank*.json"))]
+    r = ranks[-1]  # as for A, phases from the last rank
+    step = statistics.median(map(max, zip(*(x["step_times_s"] for x in ranks), strict=True)))
+    profile0 = spec["warmup_steps"] + spec["timed_steps"] + spec["memory_steps"]
+    t_profile0 = r["begins"][profile0] if profile0 < len(r["begins"]) else r["t_train1"]
+    marks = dict(start=w0, train0=r["t_train0"], profile0=t_profile0, train1=r["t_train1"], ranks_end=w1)
+    return dict(wall=wall, step=step, loss=r["losses"][0], marks=marks)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3, help="A/B pairs, run interleaved (default 3)")
+    ap.add_argument("--overrides", nargs="*", default=[], help="extra sweeper overrides, e.g. seq_len=256")
+    ap.add_argument("--timed-steps", type=int, help="sweeper's timed_steps (default: sweeper's config)")
+    opt = ap.parse_args()
+    overrides = opt.overrides + ([f"timed_steps={opt.timed_steps}"] if opt.timed_steps else [])
+    a, b = [], []
+    with tempfile.TemporaryDirectory(prefix="overhead_") as tmp:
+        (script := Path(tmp) / "bare_trainer.py").write_text(BARE)
+        for i in range(opt.repeats):
+            a.append(run_a(overrides))
+            if differ := {k: a[-1]["spec"][k] for k, v in PLAIN.items() if a[-1]["spec"][k] != v}:
+                sys.exit(f"the bare script is plain DDP; no counterpart for {differ}")
+            b.append(run_b(script, a[-1]["spec"]))
+            print(f"repeat {i + 1}/{opt.repeats}: A {a[i]['wall']:.1f} s, B {b[i]['wall']:.1f} s", flush=True)
+    report(a, b, overrides)
+
+
+def report(a: list[dict], b: list[dict], overrides: list[str]) -> None:
+    s = a[0]["spec"]
+    print(f"\npoint: {' '.join(overrides) or '(defaults)'}, {s['ranks_per_node']} ranks; steps:", end=" ")
+    print(f"{s['warmup_steps']} warm-up + {s['timed_steps']} timed + {s['memory_steps']} memory", end=" ")
+    print(f"+ {s['profile_steps']} profile; first loss A {a[0]['loss']:.6f}, B {b[0]['loss']:.6f}")
+    print("wall = whole command (perf_counter, incl. process start and imports); step = one optimizer step,")
+    print("perf_counter on_step_begin -> on_step_end, slowest rank, median over the timed window\n")
+    print("".join(f"{h:>10}" for h in HEAD))
+    rows = [
+        (x["wall"], y["wall"], x["wall"] / y["wall"], x["step"] * 1e3, y["step"] * 1e3, x["step"] / y["step"])
+        for x, y in zip(a, b, strict=True)
+    ]
+    med = [statistics.median(col) for col in zip(*rows, strict=True)]
+    for name, row in [*((str(i + 1), r) for i, r in enumerate(rows)), ("median", med)]:
+        print(f"{name:>10}" + "".join(f"{v:10.{3 if j in (2, 5) else 2}f}" for j, v in enumerate(row)))
+    print(f"\nharness adds {(med[2] - 1) * 100:.0f} % to a point's wall time (median A/B; goal < 10 %)")
+    print(f"timed steps: ratio A/B {med[5]:.3f} (~1.00 expected)\n")
+    print(f"{'where the wall time goes (median s over repeats)':<50}{'A':>7}{'B':>7}{'A-B':>7}")
+    own = 0.0
+    for mark, name in PHASES.items():
+        ta, tb = (statistics.median(phases(x["marks"])[name] for x in runs) for runs in (a, b))
+        own += (ta - tb) * (mark not in SHARED)
+        print(f"{name:<50}{ta:7.2f}{tb:7.2f}{ta - tb:+7.2f}")
+    print(f"\nthe harness's own work: {own:.2f} s = {own / med[1] * 100:.0f} % of B's median wall")
+    print("(A-B summed over all phases but ranks start and exit: these run the same launcher, imports and")
+    print("teardown in A and B, so their A-B is mostly the machine's noise)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Shared helpers: run the real ``python -m sweeper`` command in a temporary working directory."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeper.record import iter_records
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class SweepRun:
+    """A finished ``python -m sweeper`` command: its process result and its sweep directory."""
+
+    def __init__(self, proc: subprocess.CompletedProcess, cwd: Path) -> None:
+        self.proc = proc
+        self.cwd = cwd
+        self.output = proc.stdout + proc.stderr
+        lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
+        self.last_line = lines[-1] if lines else ""
+        m = re.search(r"(\S+report\.md)", self.last_line)
+        self.report = (cwd / m.group(1)) if m else None
+        self.sweep_dir = self.report.parent if self.report else None
+
+    def records(self):
+        return iter_records(self.sweep_dir)
+
+    def by(self, **spec_values):
+        """The one record whose spec matches all ``spec_values``."""
+        found = [r for r in self.records() if all(r.spec.get(k) == v for k, v in spec_values.items())]
+        assert len(found) == 1, f"{spec_values}: {len(found)} records"
+        return found[0]
+
+
+def run_sweeper(args: list[str], cwd: Path, timeout: float = 900) -> SweepRun:
+    """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.pop("SWEEPER_SWEEP_ID", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return SweepRun(proc, cwd)
+
+
+@pytest.fixture
+def sweeper_cli(tmp_path):
+    """``sweeper_cli(*args)`` runs the real command in a fresh working directory."""
+
+    def run(*args: str, timeout: float = 900) -> SweepRun:
+        return run_sweeper(list(args), tmp_path, timeout=timeout)
+
+    return run

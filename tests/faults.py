@@ -1,0 +1,66 @@
+"""TrainerCallbacks that inject failures into real training runs, passed with sweeper's ``callbacks`` key.
+
+Only what cannot happen on this machine is faked, and the names say so: there is no GPU here, so a CUDA OOM is a
+real ``torch.OutOfMemoryError`` raised with a real CUDA message (``FakeGpuOom``). Everything else is real: a rank
+that really hangs in a collective, a rank that really gets SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import torch
+from transformers import TrainerCallback
+
+# The seed message of shared/cases/public.md (one line in reality).
+SEED_OOM = (
+    "CUDA out of memory. Tried to allocate 340.00 MiB. GPU 1 has a total capacity of 94.97 GiB of which 17.69 MiB "
+    "is free. Including non-PyTorch memory, this process has 94.95 GiB memory in use. Of the allocated memory "
+    "86.44 GiB is allocated by PyTorch, and 7.53 GiB is reserved by PyTorch but unallocated. If reserved but "
+    "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+    "fragmentation."
+)
+
+
+def _mine(rank: int | None) -> bool:
+    return rank is None or int(os.environ.get("RANK", "0")) == rank
+
+
+class FakeGpuOom(TrainerCallback):
+    """Raise ``torch.OutOfMemoryError(SEED_OOM)`` on ``rank`` at optimizer step ``at_step`` (training), or at
+    the first evaluation batch when ``in_eval`` (case P05)."""
+
+    def __init__(self, at_step: int = 2, rank: int | None = 1, in_eval: bool = False) -> None:
+        self.at_step, self.rank, self.in_eval = at_step, rank, in_eval
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if not self.in_eval and state.global_step == self.at_step and _mine(self.rank):
+            raise torch.OutOfMemoryError(SEED_OOM)
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        if self.in_eval and _mine(self.rank):
+            raise torch.OutOfMemoryError(SEED_OOM)
+
+
+class HangRank(TrainerCallback):
+    """Rank ``rank`` stops answering at step ``at_step`` (sleeps), so the other ranks block in a collective."""
+
+    def __init__(self, at_step: int = 2, rank: int = 1) -> None:
+        self.at_step, self.rank = at_step, rank
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.at_step and _mine(self.rank):
+            time.sleep(3600)
+
+
+class KillRank(TrainerCallback):
+    """Rank ``rank`` is killed with SIGKILL at step ``at_step`` (as the host OOM killer would)."""
+
+    def __init__(self, at_step: int = 2, rank: int = 1) -> None:
+        self.at_step, self.rank = at_step, rank
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.at_step and _mine(self.rank):
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,80 @@
+"""Failures are results: a failing point never stops the sweep, and each failure is recorded precisely.
+
+Real failures on real ranks; the only fake is the CUDA OOM itself (no GPU here), raised as a real
+``torch.OutOfMemoryError`` with a real CUDA message by a callback (tests/faults.py).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.conftest import run_sweeper
+
+pytestmark = pytest.mark.slow
+
+FAULTS = "tests.faults"
+
+
+def test_one_failing_point_leaves_the_other_points_and_the_report_intact(tmp_path):
+    # a real failure: bitsandbytes' 8-bit Adam is not installed here
+    run = run_sweeper(["-m", "+training_args.optim=adamw_torch,adamw_bnb_8bit", "timed_steps=3"], tmp_path)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    good = run.by(training_args={"optim": "adamw_torch"})
+    bad = run.by(training_args={"optim": "adamw_bnb_8bit"})
+    assert good.status == "ok" and good.metrics["tokens_per_s_per_device"] > 0
+    assert bad.status == "error" and bad.error_kind in ("import", "config")
+    assert "bitsandbytes" in bad.reason
+    assert bad.failure["phase"] == "setup"
+    df = pd.read_csv(run.sweep_dir / "results.csv")
+    assert sorted(df["status"]) == ["error", "ok"]
+    assert df.loc[df["status"] == "ok", "on_frontier"].all()
+    assert not df.loc[df["status"] == "error", "on_frontier"].any()
+    assert "bitsandbytes" in run.report.read_text()
+
+
+def test_fake_gpu_oom_on_rank_1_is_an_oom_result_with_parsed_bytes_rank_phase_and_step(tmp_path):
+    run = run_sweeper(["timed_steps=3", f"+callbacks=[{{_target_:{FAULTS}.FakeGpuOom,at_step:4,rank:1}}]"], tmp_path)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    (r,) = run.records()
+    assert r.status == "oom"
+    f = r.failure
+    assert (f["rank"], f["phase"], f["step"]) == (1, "train", 4)
+    assert f["requested_bytes"] == 340 * 2**20
+    assert f["device_index"] == 1
+    assert f["free_bytes"] == round(17.69 * 2**20)
+    assert f["capacity_bytes"] == round(94.97 * 2**30)
+    assert f["reserved_unallocated_bytes"] == round(7.53 * 2**30)
+    assert f["fragmentation_hint"] is True
+    assert "340.00 MiB" in r.reason
+
+
+def test_fake_gpu_oom_in_evaluation_keeps_the_training_measurements(tmp_path):
+    """Case P05: training fits, evaluation runs out of memory; the phase is eval, the training numbers stay."""
+    run = run_sweeper(
+        ["timed_steps=3", "eval=true", f"+callbacks=[{{_target_:{FAULTS}.FakeGpuOom,in_eval:true,rank:0}}]"],
+        tmp_path,
+    )
+    (r,) = run.records()
+    assert r.status == "oom"
+    assert r.failure["phase"] == "eval"
+    assert r.metrics["step_time_s_median"] > 0 and r.metrics["tokens_per_s_per_device"] > 0
+    assert "training finished" in r.reason
+
+
+def test_a_rank_that_hangs_fails_its_point_within_the_timeout(tmp_path):
+    run = run_sweeper(
+        ["timed_steps=3", "timeout_s=45", f"+callbacks=[{{_target_:{FAULTS}.HangRank,at_step:2,rank:1}}]"],
+        tmp_path,
+    )
+    (r,) = run.records()
+    assert r.status == "timeout"
+    assert "timeout_s=45" in r.reason
+    assert 45 <= r.wall_time_s < 45 + 20
+
+
+def test_a_rank_killed_by_sigkill_is_a_crash_naming_the_signal(tmp_path):
+    run = run_sweeper(["timed_steps=3", f"+callbacks=[{{_target_:{FAULTS}.KillRank,at_step:2,rank:1}}]"], tmp_path)
+    (r,) = run.records()
+    assert r.status == "error" and r.error_kind == "crash"
+    assert "SIGKILL" in r.reason
