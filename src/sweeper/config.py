@@ -66,6 +66,56 @@ class ModelConfig:
 
 
 @dataclass
+class ClusterConfig:
+    """Where SLURM jobs go and what each asks for (``cluster=<name>``, files in ``conf/cluster/``).
+
+    Names follow sbatch (https://slurm.schedmd.com/sbatch.html); ranks per node and nodes belong to the point.
+    """
+
+    name: str = "local"
+    # sbatch --partition / --account / --qos / --constraint
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    # GPUs per node (sbatch --gpus-per-node); 0 = CPU ranks
+    gpus_per_node: int = 0
+    # the partition's GPU model, e.g. "NVIDIA H100 80GB HBM3": bf16 support (case P04), memory lines in the report
+    gpu_name: str | None = None
+    # GPU memory per device, GiB (2**30 bytes), for "fits on this card" lines
+    gpu_mem_gib: float | None = None
+    # sbatch --cpus-per-task (per rank)
+    cpus_per_task: int = 1
+    # sbatch --mem, per node, sbatch syntax ("4G", "500M"); null = the partition's default
+    mem: str | None = None
+    # sbatch --time in minutes; null = ceil(timeout_s / 60) of the point
+    time_limit_min: int | None = None
+    # sbatch --array=...%P: how many points run at once
+    array_parallelism: int = 64
+    # shell lines run before the job in the sbatch script (module loads, venv activation)
+    setup: list[str] = field(default_factory=list)
+    # any other sbatch parameter, e.g. {exclusive: true, reservation: abc}
+    sbatch_extra: dict[str, Any] = field(default_factory=dict)
+    # seconds before the time limit that SLURM signals the job (USR2) so it records a timeout itself
+    signal_delay_s: int = 30
+    # times a preempted point is requeued before it is recorded as preempted
+    max_requeues: int = 2
+
+
+@dataclass
+class LauncherConfig:
+    """How points are launched: ``launcher=local`` (ranks on this machine) or ``launcher=slurm``."""
+
+    name: str = "local"
+    # slurm: block until every point has a final result (true), or submit and return at once (false)
+    wait: bool = True
+    # slurm: seconds between two looks at the queue while waiting
+    poll_interval_s: float = 5.0
+    # re-launch points whose final status is one of these when resuming a sweep directory (e.g. [error, oom])
+    rerun_statuses: list[str] = field(default_factory=list)
+
+
+@dataclass
 class SweeperConfig:
     """One grid point. Every field can be swept with ``-m key=a,b``."""
 
@@ -110,6 +160,8 @@ class SweeperConfig:
     callbacks: list[Any] = field(default_factory=list)
     # write a torch.profiler chrome trace per rank (large for big models)
     profile_trace: bool = True
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 
 def register_configs() -> None:
@@ -123,3 +175,8 @@ def register_configs() -> None:
     cs.store(name="sweeper_schema", node=SweeperConfig)
     for path in sorted(sweeps_dir().glob("*.yaml")):
         cs.store(group="sweeps", name=path.stem, node=OmegaConf.load(path), package="_global_")
+    cs.store(
+        group="hydra/launcher",
+        name="sweeper_slurm",
+        node={"_target_": "hydra_plugins.sweeper_slurm.SweeperSlurmLauncher"},
+    )

@@ -66,7 +66,9 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         **library_versions(),
     }
-    if "SLURM_JOB_ID" in os.environ:
+    if "SLURM_ARRAY_JOB_ID" in os.environ:
+        env["slurm_job_id"] = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
+    elif "SLURM_JOB_ID" in os.environ:
         env["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
     return env
 

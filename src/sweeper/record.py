@@ -28,6 +28,7 @@ from typing import Any
 STATUSES: tuple[str, ...] = (
     "ok",  # ran, measured
     "oom",  # out of memory (device or host allocator); failure holds the parsed numbers
+    "host_oom",  # killed by the scheduler for exceeding the job's host memory request
     "error",  # any other exception; error_kind says which family
     "timeout",  # exceeded its wall-clock limit (or the scheduler's time limit)
     "preempted",  # preempted by the scheduler more often than the requeue budget allows

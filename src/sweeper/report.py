@@ -161,12 +161,37 @@ def collect_records(sweep_dir: Path) -> list[Record]:
     sweep_id = sweep_info(sweep_dir).get("sweep_id") or (records[0].sweep_id if records else sweep_dir.name)
     root = sweep_dir / POINTS_DIR
     folders = sorted(root.iterdir()) if root.is_dir() else []
-    records += [
-        Record(sweep_id=sweep_id, point_id=d.name, status="pending", reason="no result yet")
-        for d in folders
-        if d.is_dir() and not d.name.startswith(".") and not (d / RESULT_FILE).exists()
-    ]
+    submitted = _submitted(sweep_dir)
+    for d in folders:
+        if d.is_dir() and not d.name.startswith(".") and not (d / RESULT_FILE).exists():
+            entry = submitted.get(d.name, {})
+            spec = entry.get("spec") or _read_json(d / "spec.json")
+            reason = f"no result yet (SLURM job {entry['job_id']})" if entry else "no result yet"
+            records.append(
+                Record(
+                    sweep_id=sweep_id,
+                    point_id=d.name,
+                    status="pending",
+                    reason=reason,
+                    spec=spec,
+                    overrides=entry.get("overrides", []),
+                    replay=entry.get("replay", ""),
+                )
+            )
     return sorted(records, key=lambda r: r.point_id)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _submitted(sweep_dir: Path) -> dict[str, Any]:
+    """``submitted.json`` (points submitted to SLURM, see :mod:`sweeper.scheduler`), or ``{}``."""
+    return _read_json(Path(sweep_dir) / "submitted.json")
 
 
 def sweep_info(sweep_dir: Path) -> dict[str, Any]:
@@ -747,6 +772,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
+        if _submitted(sweep_dir):  # collect: learn from SLURM how ended jobs ended before reporting
+            from sweeper.scheduler import reconcile
+
+            reconcile(sweep_dir, sweep_info(sweep_dir).get("sweep_id", sweep_dir.name))
         path = build_report(sweep_dir, args.device_mem)
     except ValueError as e:
         print(f"sweeper.report: error: {e}", file=sys.stderr)

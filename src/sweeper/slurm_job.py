@@ -1,0 +1,156 @@
+"""The function a SLURM job runs for one point: every SLURM task is one rank (``srun``, started by submitit).
+
+It is a small top-level callable taking plain data (case P08: no loggers, trainers or locks are pickled; they are
+built inside the job). The torch.distributed rendezvous comes from the SLURM environment (master address = first
+node of the allocation, port derived from the job id; :class:`submitit.helpers.TorchDistributedEnvironment`), so
+the same job runs on N nodes x G GPUs. Rank 0 merges the rank files into the point's record, as the local driver
+does.
+
+Scheduler signals: SLURM sends USR2 ``signal_delay_s`` before the time limit (and on some clusters before
+preemption). submitit calls :meth:`SlurmPoint.checkpoint` on rank 0. submitit's own rule (timed out after 80 % of
+the limit or 10 minutes before it) calls every short job a timeout; here a signal is a timeout only when it
+arrives where the time limit puts it (elapsed >= limit - signal delay - 60 s), else it is a preemption, requeued up
+to ``max_requeues`` times. A requeued job starts again from scratch (a benchmark point has no state worth
+resuming); ``SLURM_RESTART_COUNT`` counts the restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from sweeper.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_record
+
+RANK_FILES_WAIT_S = 120.0
+
+
+class SlurmPoint(submitit.helpers.Checkpointable):
+    """Callable submitted once per point: ``SlurmPoint(max_requeues, signal_delay_s)(payload)``.
+
+    ``payload`` (plain data): ``sweep_dir``, ``sweep_id``, ``point_id``, ``overrides``, ``replay``, ``spec``
+    (the point spec as a dict), ``time_limit_s``.
+    """
+
+    def __init__(self, max_requeues: int, signal_delay_s: int) -> None:
+        self.max_requeues = max_requeues
+        self.signal_delay_s = signal_delay_s
+        self._t0 = time.time()
+        self._payload: dict[str, Any] | None = None
+
+    def __call__(self, payload: dict[str, Any]) -> str:
+        from sweeper.harness import RANK_FILE, run_rank
+        from sweeper.launch import environment
+        from sweeper.measure_summary import summarize_ranks
+        from sweeper.spec import PointSpec
+
+        self._t0 = time.time()
+        self._payload = payload
+        job_env = submitit.JobEnvironment()
+        rank = job_env.global_rank
+        sweep_dir = Path(payload["sweep_dir"])
+        pdir = point_dir(sweep_dir, payload["point_id"])
+        done = _final_status(pdir)
+        if done:  # never run a finished point twice (a duplicate submission after a resume)
+            return done
+        restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if restarts > self.max_requeues:
+            if rank == 0:
+                self._write(
+                    "preempted",
+                    f"preempted {restarts} times (more than cluster.max_requeues={self.max_requeues}); "
+                    "use a partition or QOS without preemption, or raise max_requeues",
+                )
+            return "preempted"
+        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        (pdir / RANK_FILE.format(rank=rank)).unlink(missing_ok=True)
+        t_start = time.perf_counter()
+        code = run_rank(pdir)
+        if rank != 0:
+            return "rank-done"
+        done = _final_status(pdir)
+        if done:  # the time-limit signal arrived and the timeout is already recorded
+            return done
+        spec = PointSpec.from_dict(payload["spec"])
+        ranks = _wait_for_rank_files(pdir, spec.world_size, RANK_FILE)
+        outcome = summarize_ranks(spec, ranks, returncode=code, timed_out=False, log_tail="")
+        env = {**environment(), "device_type": "cuda" if ranks and ranks[0].get("device_name") else "cpu"}
+        if ranks and ranks[0].get("device_name"):
+            env["device_name"] = ranks[0]["device_name"]
+        env["slurm_restart_count"] = restarts
+        record = Record(**self._base(env), **outcome, wall_time_s=time.perf_counter() - t_start)
+        write_record(sweep_dir, record)
+        return record.status
+
+    def checkpoint(self, payload: dict[str, Any]) -> submitit.helpers.DelayedSubmission | None:
+        """USR2 on rank 0: record a timeout (no requeue) or requeue a preempted point (see the module doc)."""
+        elapsed = time.time() - self._t0
+        limit = payload.get("time_limit_s") or 0
+        if limit and elapsed >= limit - self.signal_delay_s - 60:
+            self._write(
+                "timeout",
+                f"SLURM time limit: signalled after {elapsed:.0f} s of {limit} s requested "
+                f"(job {os.environ.get('SLURM_JOB_ID')}); raise cluster.time_limit_min or timeout_s",
+                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": _slurm_job_id()},
+            )
+            return None
+        restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if restarts >= self.max_requeues:
+            self._write(
+                "preempted",
+                f"preempted after {elapsed:.0f} s of {limit} s, already requeued {restarts} times "
+                f"(cluster.max_requeues={self.max_requeues})",
+                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": _slurm_job_id()},
+            )
+            return None
+        return submitit.helpers.DelayedSubmission(self, payload)
+
+    def _base(self, env: dict[str, Any]) -> dict[str, Any]:
+        p = self._payload or {}
+        return dict(
+            sweep_id=p["sweep_id"],
+            point_id=p["point_id"],
+            overrides=p["overrides"],
+            spec=p["spec"],
+            replay=p["replay"],
+            env=env,
+        )
+
+    def _write(self, status: str, reason: str, failure: dict[str, Any] | None = None) -> None:
+        from sweeper.launch import environment
+
+        p = self._payload or {}
+        if _final_status(point_dir(Path(p["sweep_dir"]), p["point_id"])):
+            return
+        record = Record(**self._base(environment()), status=status, reason=reason, failure=failure)
+        write_record(Path(p["sweep_dir"]), record)
+
+
+def _slurm_job_id() -> str | None:
+    if "SLURM_ARRAY_JOB_ID" in os.environ:
+        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
+    return os.environ.get("SLURM_JOB_ID")
+
+
+def _final_status(pdir: Path) -> str | None:
+    path = pdir / RESULT_FILE
+    if path.exists():
+        status = read_record(path).status
+        return status if status in FINAL_STATUSES else None
+    return None
+
+
+def _wait_for_rank_files(pdir: Path, world_size: int, pattern: str) -> list[dict[str, Any]]:
+    """The ranks' files, waiting (bounded) for ranks that finish a little after rank 0."""
+    import json
+
+    deadline = time.monotonic() + RANK_FILES_WAIT_S
+    while True:
+        paths = [pdir / pattern.format(rank=r) for r in range(world_size)]
+        present = [p for p in paths if p.exists()]
+        if len(present) == world_size or time.monotonic() > deadline:
+            return [json.loads(p.read_text()) for p in present]
+        time.sleep(0.5)

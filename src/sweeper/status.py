@@ -1,0 +1,44 @@
+"""``python -m sweeper.status <sweep_dir>``: counts per status of a sweep, asking SLURM about submitted points.
+
+Points the scheduler has ended without a result get their record here (see :func:`sweeper.scheduler.reconcile`);
+points still queued or running count as ``pending``. Exit code 0 when every point is final, 3 while some are
+pending, 2 for a path that is not a sweep directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from sweeper.record import POINTS_DIR
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print ``<n> <status>`` lines and a total; see the module docstring for exit codes."""
+    parser = argparse.ArgumentParser(prog="python -m sweeper.status", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path)
+    args = parser.parse_args(argv)
+    sweep_dir: Path = args.sweep_dir
+    if not (sweep_dir / POINTS_DIR).is_dir():
+        print(f"sweeper.status: error: {sweep_dir} is not a sweep directory (no {POINTS_DIR}/)", file=sys.stderr)
+        return 2
+    from sweeper.report import collect_records, sweep_info
+
+    info = sweep_info(sweep_dir)
+    if (sweep_dir / "submitted.json").exists():
+        from sweeper.scheduler import reconcile
+
+        reconcile(sweep_dir, info.get("sweep_id", sweep_dir.name))
+    counts = Counter(r.status for r in collect_records(sweep_dir))
+    for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"{n:6d} {status}")
+    total = sum(counts.values())
+    expected = info.get("n_points")
+    print(f"{total:6d} total" + (f" of {expected} points in the grid" if expected and expected != total else ""))
+    return 3 if counts.get("pending") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
