@@ -108,9 +108,10 @@ def _job_log(sweep_dir: Path, job_id: str) -> str:
 def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, sweep_id: str, pid: str) -> Record:
     """The record of a point whose job the scheduler ended without the job writing one.
 
-    Mapping: TIMEOUT -> ``timeout``; FAILED with signal 9 and SLURM's ``exceeded memory limit`` (or
-    OUT_OF_MEMORY) -> ``host_oom``; CANCELLED -> ``cancelled``; PREEMPTED -> ``preempted``; anything else
-    (FAILED, NODE_FAIL, BOOT_FAIL, COMPLETED without a result) -> ``error`` of kind ``crash``/``scheduler``.
+    Mapping: TIMEOUT -> ``timeout``; OUT_OF_MEMORY, or FAILED with slurmstepd's ``exceeded memory limit (<rss> >
+    <limit>)`` in the job's log (no cgroups: the job line shows FAILED with exit 9:0 or 0:9) -> ``host_oom``;
+    CANCELLED -> ``cancelled``; PREEMPTED -> ``preempted``; anything else (FAILED, NODE_FAIL, BOOT_FAIL,
+    COMPLETED without a result) -> ``error`` of kind ``crash``/``scheduler``.
     Every record carries the job id, state, exit code, requested and elapsed time.
     """
     state, code = job["state"], job["exit_code"]
@@ -127,7 +128,7 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
     mem = re.search(r"exceeded memory limit \((\d+) > (\d+)\)", log)
     if state == "TIMEOUT":
         status, reason = "timeout", f"SLURM time limit reached (job {entry['job_id']}, {times}); raise time_limit_min"
-    elif state == "OUT_OF_MEMORY" or (state == "FAILED" and code.endswith(":9") and mem):
+    elif state == "OUT_OF_MEMORY" or (state in ("FAILED", "CANCELLED") and mem):
         status = "host_oom"
         if mem:
             sched["host_rss_bytes"], sched["host_mem_limit_bytes"] = int(mem.group(1)), int(mem.group(2))

@@ -105,6 +105,7 @@ class SlurmLauncher(Launcher):
         device = "cuda" if cluster.get("gpus_per_node") else "cpu"
         groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         returns: list[JobReturn] = []
+        waiting: list[str] = []
         for idx, overrides in enumerate(job_overrides):
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             ov = list(filter_overrides(overrides))
@@ -114,6 +115,7 @@ class SlurmLauncher(Launcher):
             status = self._existing(sweep_dir, pid, rerun)
             if status is None and pid in alive:
                 status = "pending"  # queued or running from an earlier submission of this sweep
+                waiting.append(pid)
             if status is None:
                 try:
                     validate(spec)
@@ -146,11 +148,13 @@ class SlurmLauncher(Launcher):
             )
             returns.append(_job_return(ov, status, initial_job_idx + idx))
         jobs = self._submit(sweep_dir, groups, cluster)
-        if jobs and launcher.get("wait", True):
-            self._wait(sweep_dir, sweep_id, jobs, float(launcher.get("poll_interval_s") or 5))
-        elif jobs:
+        waiting += [it["payload"]["point_id"] for items in groups.values() for it in items]
+        if waiting and launcher.get("wait", True):
+            self._wait(sweep_dir, sweep_id, waiting, float(launcher.get("poll_interval_s") or 5))
+        elif waiting:
             print(
-                f"submitted {len(jobs)} point(s); watch with `python -m sweeper.status {sweep_dir}`, "
+                f"{len(jobs)} point(s) submitted, {len(waiting)} pending; "
+                f"watch with `python -m sweeper.status {sweep_dir}`, "
                 f"collect with `python -m sweeper.report {sweep_dir}`",
                 flush=True,
             )
@@ -210,7 +214,7 @@ class SlurmLauncher(Launcher):
         return jobs
 
     @staticmethod
-    def _wait(sweep_dir: Path, sweep_id: str, jobs: list[Any], poll_s: float) -> None:
+    def _wait(sweep_dir: Path, sweep_id: str, point_ids: list[str], poll_s: float) -> None:
         """Block until every submitted point of this sweep has a final record; each pass asks sacct once and writes
         records for jobs the scheduler ended without one, so this never waits on a job that is gone."""
         from collections import Counter
@@ -218,7 +222,7 @@ class SlurmLauncher(Launcher):
         last = None
         while True:
             statuses = reconcile(sweep_dir, sweep_id)
-            mine = [statuses.get(pid, "pending") for pid in _point_ids(sweep_dir, jobs)]
+            mine = [statuses.get(pid, "pending") for pid in point_ids]
             counts = Counter(mine)
             line = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
             if line != last:
@@ -227,11 +231,6 @@ class SlurmLauncher(Launcher):
             if counts.get("pending", 0) == 0:
                 return
             time.sleep(poll_s)
-
-
-def _point_ids(sweep_dir: Path, jobs: list[Any]) -> list[str]:
-    ids = {j.job_id for j in jobs}
-    return [pid for pid, e in read_submitted(sweep_dir).items() if e["job_id"] in ids]
 
 
 def _alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:
