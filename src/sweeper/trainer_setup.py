@@ -112,7 +112,8 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
     if spec.fsdp != "none":
         kw["fsdp"] = f"{spec.fsdp} auto_wrap"
         kw["fsdp_config"] = {
-            "version": 2,
+            # transformers runs hybrid_shard only with FSDP1 (GPU only; refused on CPU by sweeper.hardware)
+            "version": 1 if spec.fsdp == "hybrid_shard" else 2,
             "transformer_layer_cls_to_wrap": [spec.decoder_layer],
             "activation_checkpointing": spec.gc,
             **spec.fsdp_config,

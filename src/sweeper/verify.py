@@ -52,7 +52,13 @@ def observe_setup(trainer: Any, probe: DtypeProbe) -> dict[str, Any]:
         if isinstance(model, FSDPModule) or isinstance(wrapped, FSDPModule):
             setup["fsdp_version"] = 2
             setup["wrapper"] = "FSDPModule(fully_shard)"
-    except ImportError:  # pragma: no cover - torch without FSDP2
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        if isinstance(wrapped, FullyShardedDataParallel):
+            setup["fsdp_version"] = 1
+            setup["wrapper"] = "FullyShardedDataParallel"
+            setup["fsdp_sharded"] = args.world_size > 1  # FSDP1 flat parameters are sharded whenever world > 1
+    except ImportError:  # pragma: no cover - torch without FSDP
         pass
     for p in model.parameters():
         if hasattr(p, "to_local"):
@@ -93,8 +99,9 @@ def mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
     out = []
     world = setup["world_size"]
     if spec.fsdp != "none":
-        if not setup["fsdp_enabled"] or setup["fsdp_version"] != 2:
-            out.append(f"fsdp={spec.fsdp} asked, but the model is wrapped in {setup['wrapper']} (not FSDP2)")
+        version = 1 if spec.fsdp == "hybrid_shard" else 2
+        if not setup["fsdp_enabled"] or setup["fsdp_version"] != version:
+            out.append(f"fsdp={spec.fsdp} asked, but the model is wrapped in {setup['wrapper']} (not FSDP{version})")
         elif world > 1 and not setup["fsdp_sharded"]:
             out.append(f"fsdp={spec.fsdp} asked, but parameters are not sharded across {world} ranks")
     elif spec.zero == 0 and world > 1 and setup["wrapper"] != "DistributedDataParallel":

@@ -1,0 +1,171 @@
+"""How fast sweeper submits a large grid to SLURM, and collects a large sweep into its report.
+
+Needs the development cluster (``eval "$(bash slurm/dev-cluster.sh start | tail -n 1)"``). Three measurements:
+
+1. **submission**: ``python -m sweeper -m seed=range(0,N) launcher=slurm cluster=dev launcher.wait=false``, the
+   real path (Hydra composes N points, each validated, its spec written, the payload pickle-checked, then one
+   ``sbatch --array``): wall clock of the whole command (``time.perf_counter`` around it), and the ``sbatch``
+   call alone as sweeper prints it. The array is cancelled right after (its points would train for minutes).
+2. **time to all results** for N trivial points: the same submitit executor settings as ``launcher=slurm``
+   (one array, one task per point) running a function that only writes an ``ok`` record, then sweeper's
+   collection loop (:func:`sweeper.scheduler.reconcile`, one ``sacct`` call per pass, 1 s apart) until every
+   point is final. Measures scheduler throughput plus sweeper's polling, not training.
+3. **collection**: M synthetic result files (hand-made ``ok``/``oom``/``error`` records) -> ``build_report``
+   (CSV, Parquet, Markdown, HTML, PNG) and ``python -m sweeper.status``.
+
+Goals stated by the team: submission under 10 s, collection under 10 s, on this machine (2 cores, shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import submitit
+
+from sweeper.record import Record, write_record
+from sweeper.scheduler import add_submitted, reconcile
+
+
+def trivial_point(payload: dict) -> str:
+    """A point that does no training: writes an ok record and returns."""
+    write_record(
+        Path(payload["sweep_dir"]),
+        Record(sweep_id="bench", point_id=payload["point_id"], status="ok", spec={"seed": payload["seed"]}),
+    )
+    return "ok"
+
+
+def bench_submission(n: int, workdir: Path) -> tuple[float, float | None]:
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            f"seed=range(0,{n})",
+            "launcher=slurm",
+            "cluster=dev",
+            "launcher.wait=false",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    wall = time.perf_counter() - t0
+    m = re.search(r"sbatch: array (\d+) with (\d+) task\(s\) in ([\d.]+) s", out)
+    if m:
+        subprocess.run(["scancel", m.group(1)], check=False)
+        assert int(m.group(2)) == n, out[-2000:]
+    return wall, float(m.group(3)) if m else None
+
+
+def bench_results(n: int, workdir: Path) -> float:
+    sweep_dir = workdir / "trivial"
+    executor = submitit.SlurmExecutor(folder=sweep_dir / "slurm" / "%j", max_num_timeout=0)
+    executor.update_parameters(
+        partition="debug",
+        ntasks_per_node=1,
+        cpus_per_task=1,
+        time=10,
+        mem="200M",
+        array_parallelism=n,
+        signal_delay_s=20,
+    )
+    t0 = time.perf_counter()
+    payloads = [{"sweep_dir": str(sweep_dir), "point_id": f"p{i:05d}", "seed": i} for i in range(n)]
+    jobs = executor.map_array(trivial_point, payloads)
+    add_submitted(
+        sweep_dir, {p["point_id"]: {"job_id": j.job_id, "spec": {}} for p, j in zip(payloads, jobs, strict=True)}
+    )
+    while "pending" in reconcile(sweep_dir, "bench").values():
+        time.sleep(1)
+    return time.perf_counter() - t0
+
+
+def bench_collection(m: int, workdir: Path) -> tuple[float, float, float]:
+    from sweeper.report import build_report
+
+    sweep_dir = workdir / "big"
+    t0 = time.perf_counter()
+    for i in range(m):
+        spec = {
+            "model": "tiny",
+            "fsdp": ["none", "full_shard"][i % 2],
+            "gc": bool(i % 3),
+            "precision": "fp32",
+            "zero": 0,
+            "per_device_batch_size": 1 + i % 64,
+            "seq_len": 128,
+            "grad_accum": 1,
+            "ranks_per_node": 2,
+            "nodes": 1,
+            "seed": i,
+        }
+        status = "ok" if i % 10 else ("oom" if i % 20 else "error")
+        metrics = (
+            {
+                "step_time_s_median": 0.05 + (i % 97) / 1000,
+                "tokens_per_s_per_device": 5000 + (i * 7919) % 4000,
+                "peak_mem_bytes": (1 + (i * 104729) % 5000) * 2**20,
+            }
+            if status == "ok"
+            else {}
+        )
+        write_record(
+            sweep_dir,
+            Record(
+                sweep_id="big",
+                point_id=f"{i:012x}",
+                status=status,
+                spec=spec,
+                metrics=metrics,
+                reason=None if status == "ok" else "synthetic failure",
+                error_kind="runtime" if status == "error" else None,
+            ),
+        )
+    write_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    build_report(sweep_dir)
+    report_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "sweeper.status", str(sweep_dir)], capture_output=True, check=True)
+    status_s = time.perf_counter() - t0
+    return write_s, report_s, status_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=200)
+    parser.add_argument("--records", type=int, default=10_000)
+    args = parser.parse_args()
+    if not os.environ.get("SLURM_CONF"):
+        print('needs SLURM_CONF: eval "$(bash slurm/dev-cluster.sh start | tail -n 1)"', file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        wall, sbatch_s = bench_submission(args.points, work)
+        print(
+            f"submission of a {args.points}-point grid: {wall:.1f} s wall (command), sbatch call {sbatch_s} s "
+            f"(goal < 10 s)"
+        )
+        results_s = bench_results(args.points, work)
+        print(f"{args.points} trivial points, submit to all results collected: {results_s:.1f} s")
+        write_s, report_s, status_s = bench_collection(args.records, work)
+        print(
+            f"{args.records} result files: written in {write_s:.1f} s; report built in {report_s:.1f} s "
+            f"(goal < 10 s); sweeper.status in {status_s:.1f} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
