@@ -7,7 +7,6 @@ A single point (no ``-m``) that is invalid exits with status 2 before any rank s
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
@@ -29,19 +28,13 @@ def main(cfg: DictConfig) -> str:
 
     from sweeper.launch import run_point
     from sweeper.progress import announce, finished
-    from sweeper.spec import InvalidPoint, from_config, validate
+    from sweeper.spec import from_config
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_dir = Path(hc.sweep.dir if multirun else hc.run.dir)
     overrides = list(hc.overrides.task)
-    spec = from_config(cfg)
-    if not multirun:
-        try:
-            validate(spec)
-        except InvalidPoint as e:
-            print(f"sweeper: invalid point ({', '.join(e.keys)}): {e}", file=sys.stderr)
-            sys.exit(2)
+    spec = from_config(cfg)  # a single invalid point was already refused by ReportCallback.on_run_start
     info = read_sweep(sweep_dir)
     index = hc.job.num if multirun else 0
     with announce(index, info.get("n_points"), overrides):

@@ -5,6 +5,7 @@ Registered in ``conf/config.yaml`` under ``hydra.callbacks``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,14 @@ class ReportCallback(Callback):
         open_sweep(Path(config.hydra.sweep.dir), "multirun", grid_size(config), list(config.hydra.overrides.task))
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single point: refuse it before Hydra creates any directory when it is invalid (exit status 2)."""
+        from sweeper.spec import InvalidPoint, from_config, validate
+
+        try:
+            validate(from_config(config))
+        except InvalidPoint as e:
+            print(f"sweeper: invalid point ({', '.join(e.keys)}): {e}", file=sys.stderr)
+            sys.exit(2)
         open_sweep(Path(config.hydra.run.dir), "run", 1, list(config.hydra.overrides.task))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

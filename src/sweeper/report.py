@@ -85,34 +85,70 @@ def _missing(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
+_NESTED = (list, dict, tuple)
+
+
 def _plain(v: Any) -> Any:
     """A scalar for a table cell: nested lists/dicts become compact JSON."""
-    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict, tuple)) else v
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, _NESTED) else v
+
+
+_METRICS_BEFORE_GIB = LEADING_COLUMNS[10 : LEADING_COLUMNS.index("peak_mem_gib")]
+_METRICS_AFTER_GIB = LEADING_COLUMNS[LEADING_COLUMNS.index("peak_mem_gib") + 1 : 26]
+#: The keys of every row, in order, as :func:`_row` fills them (``predicted_*`` keys follow).
+_ROW_KEYS: tuple[str, ...] = (
+    *LEADING_COLUMNS,
+    "use_reentrant",
+    *_SETUP_EXTRA,
+    *_METRIC_EXTRA,
+    *(f"oom_{k}" for k in _OOM_KEYS),
+    *(f"failure_{k}" for k in _FAILURE_KEYS),
+    "ranks_per_node",
+    "nodes",
+    "wall_time_s",
+    "overrides",
+    "sweep_id",
+)
 
 
 def _row(r: Record) -> dict[str, Any]:
     spec, setup, met, fail = r.spec or {}, r.setup or {}, r.metrics or {}, r.failure or {}
-    row: dict[str, Any] = {"status": r.status}
-    row.update({k: spec.get(k) for k in _SPEC_KEYS})
+    sget, mget = spec.get, met.get
     ws = setup.get("world_size")
-    if ws is None and spec.get("ranks_per_node") is not None and spec.get("nodes") is not None:
+    if ws is None and sget("ranks_per_node") is not None and sget("nodes") is not None:
         ws = spec["ranks_per_node"] * spec["nodes"]
-    row["world_size"] = ws
-    row.update({k: met.get(k) for k in _METRIC_KEYS})
-    peak = met.get("peak_mem_bytes")
-    row["peak_mem_gib"] = peak / GIB if isinstance(peak, (int, float)) and not _missing(peak) else None
-    row = {c: row.get(c) for c in LEADING_COLUMNS}  # put peak_mem_gib in its place
-    row.update(on_frontier=False, reason=r.reason, error_kind=r.error_kind, point_id=r.point_id, replay=r.replay)
-    row["use_reentrant"] = setup.get("use_reentrant", spec.get("use_reentrant"))
-    row.update({k: setup.get(k) for k in _SETUP_EXTRA})
-    row.update({k: met.get(k) for k in _METRIC_EXTRA})
-    row.update({f"oom_{k}": fail.get(k) for k in _OOM_KEYS})
-    row.update({f"failure_{k}": fail.get(k) for k in _FAILURE_KEYS})
-    row.update(ranks_per_node=spec.get("ranks_per_node"), nodes=spec.get("nodes"), wall_time_s=r.wall_time_s)
-    row.update(overrides=" ".join(r.overrides or []), sweep_id=r.sweep_id)
+    peak = mget("peak_mem_bytes")
+    gib = peak / GIB if isinstance(peak, (int, float)) and not _missing(peak) else None
+    values = [
+        r.status,
+        *map(sget, _SPEC_KEYS),
+        ws,
+        *map(mget, _METRICS_BEFORE_GIB),
+        gib,
+        *map(mget, _METRICS_AFTER_GIB),
+        False,  # on_frontier, filled in by records_to_frame
+        r.reason,
+        r.error_kind,
+        r.point_id,
+        r.replay,
+        setup.get("use_reentrant", sget("use_reentrant")),
+        *map(setup.get, _SETUP_EXTRA),
+        *map(mget, _METRIC_EXTRA),
+        *map(fail.get, _OOM_KEYS),
+        *map(fail.get, _FAILURE_KEYS),
+        sget("ranks_per_node"),
+        sget("nodes"),
+        r.wall_time_s,
+        " ".join(r.overrides or []),
+        r.sweep_id,
+    ]
+    row = dict(zip(_ROW_KEYS, values, strict=True))
     for k, v in (r.predicted or {}).items():
-        row[k if k.startswith("predicted_") else f"predicted_{k}"] = _plain(v)
-    return {k: _plain(v) for k, v in row.items()}
+        row[k if k.startswith("predicted_") else f"predicted_{k}"] = v
+    for k, v in row.items():
+        if isinstance(v, _NESTED):
+            row[k] = _plain(v)
+    return row
 
 
 def _coerce(df: pd.DataFrame, col: str, dtype: str) -> None:
@@ -137,16 +173,18 @@ def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
     ``peak_mem_bytes`` (lower is better) over the ``ok`` rows; False for every other row.
     """
     rows = [_row(r) for r in records]
-    fixed = list(_row(Record(sweep_id="", point_id="", status="ok")))
-    extra = [k for row in rows for k in row if k not in fixed]
+    fixed = list(_ROW_KEYS)
+    extra = [k for row in rows if len(row) > len(fixed) for k in row]  # only rows with predicted_* keys
     df = pd.DataFrame(rows, columns=list(dict.fromkeys(fixed + extra)))
     for cols, dtype in ((_INT_COLUMNS, "Int64"), (_FLOAT_COLUMNS, "float64"), (_BOOL_COLUMNS, "boolean")):
         for c in cols:
             _coerce(df, c, dtype)
     for c in [c for c in df.columns if "_bytes" in c or c.startswith("predicted_")]:
         _coerce(df, c, "Int64" if "_bytes" in c else "float64")
-    for c in df.select_dtypes(include="object").columns:  # Parquet needs one type per column
-        types = {type(v) for v in df[c] if not _missing(v)}
+    for c in [c for c in df.columns if df[c].dtype == object]:  # Parquet needs one type per column
+        types = set(map(type, df[c])) - {type(None), type(pd.NA)}
+        if len(types) > 1:  # cheap check first; NaN (a float) may be the only other "type"
+            types = {type(v) for v in df[c] if not _missing(v)}
         if len(types) > 1:
             df[c] = df[c].map(lambda v: None if _missing(v) else str(v))
     df["on_frontier"] = mark_frontier(df).astype(bool) if len(df) else pd.Series(dtype=bool)
@@ -160,25 +198,34 @@ def collect_records(sweep_dir: Path) -> list[Record]:
     records = iter_records(sweep_dir)
     sweep_id = sweep_info(sweep_dir).get("sweep_id") or (records[0].sweep_id if records else sweep_dir.name)
     root = sweep_dir / POINTS_DIR
-    folders = sorted(root.iterdir()) if root.is_dir() else []
-    submitted = _submitted(sweep_dir)
-    for d in folders:
-        if d.is_dir() and not d.name.startswith(".") and not (d / RESULT_FILE).exists():
-            entry = submitted.get(d.name, {})
-            spec = entry.get("spec") or _read_json(d / "spec.json")
-            reason = f"no result yet (SLURM job {entry['job_id']})" if entry else "no result yet"
-            records.append(
-                Record(
-                    sweep_id=sweep_id,
-                    point_id=d.name,
-                    status="pending",
-                    reason=reason,
-                    spec=spec,
-                    overrides=entry.get("overrides", []),
-                    replay=entry.get("replay", ""),
-                )
+    folders = sorted(_pending_folders(root))
+    submitted = _submitted(sweep_dir) if folders else {}
+    for name in folders:
+        entry = submitted.get(name, {})
+        spec = entry.get("spec") or _read_json(root / name / "spec.json")
+        reason = f"no result yet (SLURM job {entry['job_id']})" if entry else "no result yet"
+        records.append(
+            Record(
+                sweep_id=sweep_id,
+                point_id=name,
+                status="pending",
+                reason=reason,
+                spec=spec,
+                overrides=entry.get("overrides", []),
+                replay=entry.get("replay", ""),
             )
+        )
     return sorted(records, key=lambda r: r.point_id)
+
+
+def _pending_folders(root: Path) -> list[str]:
+    """Names of the point folders under ``root`` that hold no ``result.json`` (yet); [] if ``root`` is missing."""
+    try:
+        with os.scandir(root) as it:
+            dirs = [e.name for e in it if not e.name.startswith(".") and e.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [n for n in dirs if not os.path.exists(os.path.join(root, n, RESULT_FILE))]
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -245,22 +292,48 @@ def _grid(records: Sequence[Record]) -> tuple[dict[str, list[Any]], dict[str, An
     varying: dict[str, list[Any]] = {}
     fixed: dict[str, Any] = {}
     for k in keys:
-        vals = {json.dumps(s.get(k), sort_keys=True, default=str): s.get(k) for s in specs}
+        column = [s.get(k) for s in specs]
+        vals = _distinct_plain(column)
+        if vals is None:  # values other than str/int/float/bool/None: tell them apart by their JSON
+            vals = {json.dumps(v, sort_keys=True, default=str): v for v in column}
         if len(vals) > 1:
-            varying[k] = [vals[j] for j in sorted(vals, key=lambda j: (vals[j] is None, _sort_key(vals[j])))]
+            varying[k] = sorted(vals.values(), key=lambda v: (v is None, _sort_key(v)))
         else:
             fixed[k] = next(iter(vals.values()))
     return varying, fixed
+
+
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+
+
+def _distinct_plain(values: Sequence[Any]) -> dict[tuple[type, Any], Any] | None:
+    """The distinct values, in order of first appearance, when every value is a str, int, float, bool or None;
+    else None. Two values count as the same exactly when their JSON is the same (so ``1``, ``1.0`` and ``True``
+    differ, and every NaN is the same), without encoding each value."""
+    out: dict[tuple[type, Any], Any] = {}
+    for v in values:
+        t = type(v)
+        if t in _PLAIN_TYPES:
+            out[t, v] = v
+        elif t is float:
+            out[t, repr(v)] = v
+        else:
+            return None
+    return out
 
 
 def _sort_key(v: Any) -> tuple[int, float, str]:
     return (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
 
 
-def _label(row: pd.Series, axes: Sequence[str]) -> str:
-    """A short name for a point: its values on the varying axes, else its overrides, else its id."""
-    parts = [f"{a}={row[a]}" for a in axes if a in row.index and not _missing(row[a])]
-    return " ".join(parts) or str(row.get("overrides") or "") or str(row["point_id"])
+def _labels(df: pd.DataFrame, axes: Sequence[str]) -> list[str]:
+    """A short name for each point: its values on the varying axes, else its overrides, else its id."""
+    axes = [a for a in axes if a in df.columns]
+    out = []
+    for over, pid, *vals in zip(df["overrides"].tolist(), df["point_id"].tolist(), *(df[a].tolist() for a in axes)):
+        parts = [f"{a}={v}" for a, v in zip(axes, vals) if not _missing(v)]
+        out.append(" ".join(parts) or str(over or "") or str(pid))
+    return out
 
 
 def _axis_columns(df: pd.DataFrame, axes: Sequence[str]) -> dict[str, list[str]]:
@@ -511,27 +584,43 @@ class _PlotData:
     devices: list[tuple[str, float]]
 
 
-def _plot_data(df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[tuple[str, float]]) -> _PlotData:
-    def hover(row: pd.Series) -> str:
-        lines = [f"{row['point_id']} ({row['status']})", *str(row.get("overrides") or "").split()]
-        if row["status"] == "ok":
+_HOVER_COLUMNS = (
+    "point_id",
+    "status",
+    "overrides",
+    "tokens_per_s_per_device",
+    "peak_mem_bytes",
+    "peak_mem_kind",
+    "step_time_s_median",
+    "reason",
+    "oom_requested_bytes",
+    "oom_free_bytes",
+    "oom_capacity_bytes",
+)
+
+
+def _hovers(df: pd.DataFrame) -> list[str]:
+    """The plot's hover text of each point (HTML: first line bold, then overrides, numbers or failure reason)."""
+    out = []
+    for pid, status, over, tps, peak, kind, step, reason, req, free, cap in zip(
+        *(df[c].tolist() for c in _HOVER_COLUMNS), strict=True
+    ):
+        lines = [f"{pid} ({status})", *str(over or "").split()]
+        if status == "ok":
             lines += [
-                f"tokens/s/device: {_num(row['tokens_per_s_per_device'])}",
-                f"peak mem: {_num(row['peak_mem_bytes'], GIB, 3, zeros=True)} GiB ({_text(row['peak_mem_kind'])})",
-                f"step time median: {_num(row['step_time_s_median'])} s",
+                f"tokens/s/device: {_num(tps)}",
+                f"peak mem: {_num(peak, GIB, 3, zeros=True)} GiB ({_text(kind)})",
+                f"step time median: {_num(step)} s",
             ]
         else:
-            lines += [f"reason: {_text(row['reason'])}"]
-            if not _missing(row.get("oom_requested_bytes")):
-                lines += [
-                    (
-                        f"requested {_num(row['oom_requested_bytes'], MIB)} MiB, "
-                        f"free {_num(row['oom_free_bytes'], MIB)} MiB, "
-                        f"capacity {_num(row['oom_capacity_bytes'], GIB)} GiB"
-                    )
-                ]
-        return "<b>" + "<br>".join(html.escape(x) for x in lines).replace("<br>", "</b><br>", 1)
+            lines += [f"reason: {_text(reason)}"]
+            if not _missing(req):
+                lines += [f"requested {_num(req, MIB)} MiB, free {_num(free, MIB)} MiB, capacity {_num(cap, GIB)} GiB"]
+        out.append("<b>" + "<br>".join(html.escape(x) for x in lines).replace("<br>", "</b><br>", 1))
+    return out
 
+
+def _plot_data(df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[tuple[str, float]]) -> _PlotData:
     y = pd.to_numeric(df["tokens_per_s_per_device"], errors="coerce")
     x = pd.to_numeric(df["peak_mem_gib"], errors="coerce")
     measured = (df["status"] == "ok") & x.notna() & y.notna()
@@ -540,8 +629,8 @@ def _plot_data(df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[t
     edge = max(known) * 1.1 if known else 1.0
     base = pd.DataFrame(
         {
-            "label": [_label(r, axes) for _, r in df.iterrows()],
-            "hover": [hover(r) for _, r in df.iterrows()],
+            "label": _labels(df, axes),
+            "hover": _hovers(df),
             "status": [
                 s if m else ("ok (no numbers)" if s == "ok" else s) for s, m in zip(df["status"], measured, strict=True)
             ],

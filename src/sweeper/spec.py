@@ -231,4 +231,10 @@ def point_id(spec: PointSpec) -> str:
 
 def replay_command(overrides: list[str]) -> str:
     """A shell command that runs this point alone again: ``python -m sweeper <overrides>``."""
-    return " ".join(["python -m sweeper", *(shlex.quote(o) for o in overrides)])
+    return " ".join(["python -m sweeper", *(shlex.quote(_cli_value(o)) for o in overrides)])
+
+
+def _cli_value(override: str) -> str:
+    """``gc=True`` (how Hydra's sweeper spells a swept bool) back to the CLI's ``gc=true``."""
+    key, sep, value = override.partition("=")
+    return f"{key}={value.lower()}" if sep and value in ("True", "False") else override
