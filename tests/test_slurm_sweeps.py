@@ -175,3 +175,54 @@ def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point
     assert again.proc.returncode == 0
     assert "sbatch:" not in again.output
     assert [r.status for r in iter_records(sweep_dir)] == ["ok", "ok"]
+
+
+def _squeue_state(job_id: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    return out.splitlines()[0] if out else ""
+
+
+def _wait_state(job_id: str, state: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _squeue_state(job_id) != state:
+        assert time.monotonic() < deadline, f"job {job_id} never reached {state} (now {_squeue_state(job_id)!r})"
+        time.sleep(1)
+
+
+def _preempt(job_id: str) -> None:
+    """Run a job in the higher-priority partition that needs the whole node: SLURM requeues ours."""
+    subprocess.run(
+        ["sbatch", "-p", "urgent", "-c", "2", "--mem=100M", "--wrap", "sleep 1"], check=True, capture_output=True
+    )
+    _wait_state(job_id, "PENDING")
+    # SLURM holds a requeued job for 2 minutes (BeginTime); let it start again now
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+
+
+def test_a_preempted_point_is_requeued_up_to_max_requeues_then_recorded_as_preempted(tmp_path):
+    run = run_sweeper(
+        [
+            "-m",
+            "launcher.wait=false",
+            "cluster.max_requeues=1",
+            f"+callbacks=[{{_target_:{FAULTS}.HangRank,at_step:2,rank:1}}]",
+            *SLURM,
+        ],
+        tmp_path,
+    )
+    assert run.proc.returncode == 0, run.output[-3000:]
+    (entry,) = json.loads((run.sweep_dir / "submitted.json").read_text()).values()
+    job = entry["job_id"]
+    _wait_state(job, "RUNNING")
+    _preempt(job)  # first preemption: requeued (1 <= max_requeues), runs again
+    _wait_state(job, "RUNNING")
+    time.sleep(2)
+    _preempt(job)  # second: over the budget, the restarted job records preempted
+    deadline = time.monotonic() + 120
+    while not list(run.sweep_dir.glob("points/*/result.json")):
+        assert time.monotonic() < deadline, "no record after the second preemption"
+        time.sleep(1)
+    (r,) = iter_records(run.sweep_dir)
+    assert r.status == "preempted", r.reason
+    assert "preempted 2 times" in r.reason and "max_requeues=1" in r.reason
+    assert r.env["slurm_job_id"] == job

@@ -145,9 +145,10 @@ def _row(r: Record) -> dict[str, Any]:
     row = dict(zip(_ROW_KEYS, values, strict=True))
     for k, v in (r.predicted or {}).items():
         row[k if k.startswith("predicted_") else f"predicted_{k}"] = v
-    for k, v in row.items():
-        if isinstance(v, _NESTED):
-            row[k] = _plain(v)
+    if any(issubclass(t, _NESTED) for t in set(map(type, row.values()))):  # rare: look at each value
+        for k, v in row.items():
+            if isinstance(v, _NESTED):
+                row[k] = _plain(v)
     return row
 
 
@@ -419,7 +420,16 @@ class _Doc:
     sections: list[tuple[str, list[Block]]]
 
 
-def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _Doc:
+def _document(
+    sweep_dir: Path,
+    records: Sequence[Record],
+    df: pd.DataFrame,
+    max_rows: int | None = None,
+    grid: tuple[dict[str, list[Any]], dict[str, Any]] | None = None,
+) -> _Doc:
+    """The report's sections. Tables (and the replay commands) show at most ``max_rows`` rows each (None: all),
+    see :func:`_shown_ok`, :func:`_shown_failures` and :func:`_shown_replays`; ``grid`` is :func:`_grid`'s answer
+    when the caller already has it."""
     info = sweep_info(sweep_dir)
     sweep_id = info.get("sweep_id") or (records[0].sweep_id if records else "") or Path(sweep_dir).name
     counts = df["status"].value_counts()
@@ -443,7 +453,7 @@ def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _
         ]
     sections.append(("Environment", env))
 
-    varying, fixed = _grid(records)
+    varying, fixed = grid if grid is not None else _grid(records)
     axes = _spec_axes(df, varying)
     grid: list[Block] = []
     if varying:
@@ -453,9 +463,18 @@ def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _
     sections.append(("Grid", grid or [("p", "No point specs recorded.")]))
 
     results: list[Block] = [("plot", None)]
-    res = results_table(df, axes)
+    shown_ok, n_ok = _shown_ok(df, max_rows)
+    res = results_table(shown_ok, axes)
     if len(res):
         results.append(("table", res))
+        if len(res) < n_ok:
+            results.append(
+                (
+                    "p",
+                    f"Showing {len(res):,} of {n_ok:,} ok points: every frontier point, then the fastest by "
+                    f"tokens/s per device. **{n_ok - len(res):,} rows left out**: {_ALL_ROWS}",
+                )
+            )
         front = f"{FRONTIER_MARK} = on the Pareto frontier: no other ok point is at least as fast (tokens/s per"
         results.append(("p", front + " device) with no more peak memory."))
         kinds = sorted({str(k) for k in df.loc[df["status"] == "ok", "peak_mem_kind"] if not _missing(k)})
@@ -469,18 +488,94 @@ def _document(sweep_dir: Path, records: Sequence[Record], df: pd.DataFrame) -> _
         results.append(("p", "No point finished with status ok, so there is no frontier."))
     sections.append(("Results", results))
 
-    fails = failures_table(df, axes)
-    sections.append(("Failures", [("table", fails)] if len(fails) else [("p", "None.")]))
+    shown_bad, n_bad = _shown_failures(df, max_rows)
+    fails = failures_table(shown_bad, axes)
+    failures: list[Block] = [("table", fails)] if len(fails) else [("p", "None.")]
+    if len(fails) < n_bad:
+        failures.append(
+            (
+                "p",
+                f"Showing {len(fails):,} of {n_bad:,} points that did not finish ok (every status, the first point "
+                f"ids of each). **{n_bad - len(fails):,} rows left out**: {_ALL_ROWS}",
+            )
+        )
+    sections.append(("Failures", failures))
 
+    shown_records = _shown_replays(records, df, shown_ok, shown_bad, max_rows)
     replay = [
         f"# {r.point_id} ({r.status}) {' '.join(r.overrides or [])}".rstrip()
         + "\n"
         + (r.replay or "# no replay command recorded")
-        for r in records
+        for r in shown_records
     ]
-    sections.append(("Replay", [("pre", "\n\n".join(replay))] if replay else [("p", "No points.")]))
+    replays: list[Block] = [("pre", "\n\n".join(replay))] if replay else [("p", "No points.")]
+    if len(shown_records) < len(records):
+        replays.append(
+            (
+                "p",
+                f"Showing the replay commands of {len(shown_records):,} of {len(records):,} points: every frontier "
+                f"point, then the failures and the ok points shown above. **{len(records) - len(shown_records):,} "
+                f"commands left out**: the `replay` column of `results.csv` / `results.parquet` holds every point's.",
+            )
+        )
+    sections.append(("Replay", replays))
     sections.append(("How each number was measured", [("ul", _method_notes(df))]))
     return _Doc(title=f"Sweep {sweep_id}", sections=sections)
+
+
+_ALL_ROWS = "`results.csv` / `results.parquet` (next to this file) hold all of them."
+
+
+def _shown_ok(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]:
+    """(the rows of ``df`` whose ``ok`` points the results table shows, how many ``ok`` points there are).
+
+    At most ``max_rows`` ``ok`` points: every frontier point (even when there are more than ``max_rows``), then the
+    fastest of the others by tokens/s per device. With ``max_rows`` None or no more ``ok`` points than that, ``df``
+    itself."""
+    is_ok = df["status"] == "ok"
+    n_ok = int(is_ok.sum())
+    if max_rows is None or n_ok <= max_rows:
+        return df, n_ok
+    ranked = df[is_ok].sort_values("tokens_per_s_per_device", ascending=False, na_position="last", kind="stable")
+    front = ranked["on_frontier"].astype(bool)
+    room = max(max_rows - int(front.sum()), 0)
+    keep = front | (~front & ((~front).cumsum() <= room))
+    return ranked[keep], n_ok
+
+
+def _shown_failures(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]:
+    """(the non-``ok`` rows the failures table shows, how many there are): at most ``max_rows``, taken in turn from
+    each status (lowest point ids first) so that every status shows. With ``max_rows`` None or no more rows than
+    that, ``df`` itself."""
+    is_bad = df["status"] != "ok"
+    n_bad = int(is_bad.sum())
+    if max_rows is None or n_bad <= max_rows:
+        return df, n_bad
+    bad = df[is_bad].sort_values(["status", "point_id"], kind="stable")
+    turn = bad.groupby("status", sort=False).cumcount()
+    order = pd.DataFrame({"turn": turn, "status": bad["status"]}).sort_values(["turn", "status"], kind="stable")
+    return bad.loc[order.index[:max_rows]], n_bad
+
+
+def _shown_replays(
+    records: Sequence[Record],
+    df: pd.DataFrame,
+    shown_ok: pd.DataFrame,
+    shown_bad: pd.DataFrame,
+    max_rows: int | None,
+) -> Sequence[Record]:
+    """The records whose replay commands the report shows, in point-id order: every one when ``max_rows`` is None
+    or there are no more than that, else at most ``max_rows`` (more only when there are more frontier points):
+    every frontier point, then the failures shown, then the other ``ok`` points shown (fastest first)."""
+    if max_rows is None or len(records) <= max_rows:
+        return records
+    front = df.loc[df["on_frontier"].astype(bool), "point_id"].tolist()
+    bad = shown_bad.loc[shown_bad["status"] != "ok", "point_id"].tolist()
+    ok = shown_ok[shown_ok["status"] == "ok"]
+    ok = ok.sort_values("tokens_per_s_per_device", ascending=False, na_position="last", kind="stable")
+    wanted = list(dict.fromkeys([*front, *bad, *ok["point_id"].tolist()]))
+    keep = set(wanted[: max(max_rows, len(front))])
+    return [r for r in records if r.point_id in keep]
 
 
 def _method_notes(df: pd.DataFrame) -> list[str]:
@@ -796,7 +891,12 @@ def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
-def build_report(sweep_dir: Path, device_mem_gib: Sequence[tuple[str, float]] = ()) -> Path:
+def build_report(
+    sweep_dir: Path,
+    device_mem_gib: Sequence[tuple[str, float]] = (),
+    *,
+    max_rows: int | None = 200,
+) -> Path:
     """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` and ``frontier.png`` into
     ``sweep_dir``, each atomically, from the records on disk (point folders without ``result.json`` show as
     ``pending``).
@@ -805,6 +905,11 @@ def build_report(sweep_dir: Path, device_mem_gib: Sequence[tuple[str, float]] = 
         sweep_dir: the sweep directory (holds ``points/``).
         device_mem_gib: optional device memory capacities drawn as vertical lines, as (label, GiB) pairs,
             e.g. ``[("H100 80 GiB", 80.0)]``.
+        max_rows: the most rows each table of report.md/report.html shows (None: every row). The results table
+            shows every frontier point and then the fastest other ``ok`` points; the failures table takes rows
+            from every status in turn; the replay section shows as many commands (frontier points first, then
+            the failures shown). A note under each cut table says how many rows were left out. ``results.csv``
+            and ``results.parquet`` always hold every point.
 
     Returns:
         The path of ``report.md``.
@@ -812,8 +917,9 @@ def build_report(sweep_dir: Path, device_mem_gib: Sequence[tuple[str, float]] = 
     sweep_dir = Path(sweep_dir)
     records = collect_records(sweep_dir)
     df = records_to_frame(records)
-    doc = _document(sweep_dir, records, df)
-    data = _plot_data(df, _spec_axes(df, _grid(records)[0]), device_mem_gib)
+    grid = _grid(records)
+    doc = _document(sweep_dir, records, df, max_rows, grid)
+    data = _plot_data(df, _spec_axes(df, grid[0]), device_mem_gib)
 
     _write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))
     _write_atomic(sweep_dir / "results.parquet", lambda p: df.to_parquet(p, index=False))
