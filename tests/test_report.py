@@ -1,6 +1,7 @@
 """The report: a sweep directory of result records becomes a table, Markdown, HTML and a PNG."""
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -262,3 +263,61 @@ def test_importing_the_report_does_not_import_torch_or_the_plotting_libraries():
     env = {"PYTHONPATH": str(Path(__file__).parents[1] / "src")}
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
     assert out.stdout.strip() == "[]"
+
+
+def big_sweep(sweep_dir: Path) -> list[Record]:
+    """500 points: 420 ok (12 slow low-memory ones on a frontier staircase, then 408 faster ones needing more than
+    20 GiB, of which only the fastest, which needs the least, is on the frontier), 60 OOMs and 20 errors."""
+    records = []
+    for i in range(420):
+        tps = 100.0 * (i + 1) if i < 12 else 2000.0 + (i * 37) % 3000
+        mem = (i + 1) * GIB if i < 12 else 20 * GIB + int(5000 - tps) * MIB
+        records.append(ok_point(f"{i:012x}", "none", i % 2 == 0, tps, mem))
+    for i in range(420, 500):
+        status = "oom" if i < 480 else "error"
+        records.append(
+            Record(sweep_id="sw-big", point_id=f"{i:012x}", status=status, reason=f"failure {i}", replay=f"replay {i}")
+        )
+    for r in records:  # as write_record would, without its 500 fsyncs
+        (sweep_dir / "points" / r.point_id).mkdir(parents=True)
+        (sweep_dir / "points" / r.point_id / "result.json").write_text(json.dumps(r.to_dict()))
+    return records
+
+
+def test_a_big_sweep_shows_at_most_max_rows_per_table_and_every_frontier_point(tmp_path: Path):
+    records = big_sweep(tmp_path)
+    text = build_report(tmp_path, max_rows=50).read_text()
+    csv = pd.read_csv(tmp_path / "results.csv", dtype={"point_id": str})
+    assert len(csv) == 500 and len(pd.read_parquet(tmp_path / "results.parquet")) == 500
+    frontier = set(csv.loc[csv["on_frontier"], "point_id"])
+    slow = {f"{i:012x}" for i in range(12)}
+    assert slow < frontier and len(frontier) == 13  # the slow ones are the slowest of all ok points
+
+    results = text.split("## Results")[1].split("## Failures")[0]
+    shown = [
+        line.split("|")[2].strip() for line in results.splitlines() if re.match(r"\| (★)? *\| [0-9a-f]{12} ", line)
+    ]
+    assert len(shown) == 50 and frontier <= set(shown)
+    ok = csv[csv["status"] == "ok"]
+    others = ok[~ok["on_frontier"]].sort_values("tokens_per_s_per_device", ascending=False, kind="stable")
+    assert set(shown) - frontier == set(others["point_id"][: 50 - len(frontier)])
+    assert "Showing 50 of 420 ok points" in results and "**370 rows left out**" in results
+    assert "`results.csv` / `results.parquet`" in results
+
+    failures = text.split("## Failures")[1].split("## Replay")[0]
+    rows = [line for line in failures.splitlines() if re.match(r"\| (oom|error) ", line)]
+    assert len(rows) == 50 and any("| oom |" in r for r in rows) and any("| error |" in r for r in rows)
+    assert "**30 rows left out**" in failures and "`results.csv` / `results.parquet`" in failures
+
+    replay = text.split("## Replay")[1].split("## How each number was measured")[0]
+    commands = [line for line in replay.splitlines() if line.startswith("# ")]
+    assert len(commands) == 50 and "**450 commands left out**" in replay
+    assert all(f"# {pid} (ok)" in replay for pid in frontier)
+
+    page = (tmp_path / "report.html").read_text()
+    assert "<b>370 rows left out</b>" in page and "<b>30 rows left out</b>" in page
+    assert "peak mem: 1.00 GiB" in page  # every point is still plotted
+
+    everything = build_report(tmp_path, max_rows=None).read_text()
+    assert "left out" not in everything
+    assert all(f"| {r.point_id} |" in everything and r.replay in everything for r in records)

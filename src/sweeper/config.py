@@ -180,3 +180,8 @@ def register_configs() -> None:
         name="sweeper_slurm",
         node={"_target_": "hydra_plugins.sweeper_slurm.SweeperSlurmLauncher"},
     )
+    cs.store(
+        group="hydra/sweeper",
+        name="sweeper_basic",
+        node={"_target_": "hydra_plugins.sweeper_slurm.SweeperBasicSweeper", "max_batch_size": None, "params": None},
+    )

@@ -8,6 +8,9 @@
 - ``report.html``: a self-contained page with an interactive throughput vs peak-memory plot and the same tables;
 - ``frontier.png``: the same plot as a static image.
 
+In report.md and report.html each table (and the replay commands) shows at most ``max_rows`` rows (200 by default,
+every frontier point always), with a note saying how many were left out; the CSV and Parquet files hold every point.
+
 Every file is written atomically (temp file in the same folder, then ``os.replace``). This module imports neither
 torch nor transformers; matplotlib and plotly are imported only inside the functions that draw.
 """
@@ -331,8 +334,9 @@ def _labels(df: pd.DataFrame, axes: Sequence[str]) -> list[str]:
     """A short name for each point: its values on the varying axes, else its overrides, else its id."""
     axes = [a for a in axes if a in df.columns]
     out = []
-    for over, pid, *vals in zip(df["overrides"].tolist(), df["point_id"].tolist(), *(df[a].tolist() for a in axes)):
-        parts = [f"{a}={v}" for a, v in zip(axes, vals) if not _missing(v)]
+    columns = [df["overrides"].tolist(), df["point_id"].tolist(), *(df[a].tolist() for a in axes)]
+    for over, pid, *vals in zip(*columns, strict=True):
+        parts = [f"{a}={v}" for a, v in zip(axes, vals, strict=True) if not _missing(v)]
         out.append(" ".join(parts) or str(over or "") or str(pid))
     return out
 

@@ -85,6 +85,7 @@ class SlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
+        from sweeper.compose import compose_points
         from sweeper.hardware import unsupported_reason
         from sweeper.launch import environment
         from sweeper.sweepdir import read_sweep
@@ -106,8 +107,8 @@ class SlurmLauncher(Launcher):
         groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         returns: list[JobReturn] = []
         waiting: list[str] = []
-        for idx, overrides in enumerate(job_overrides):
-            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        configs = compose_points(self.hydra_context.config_loader, self.config, job_overrides)
+        for idx, (overrides, cfg) in enumerate(zip(job_overrides, configs, strict=True)):
             ov = list(filter_overrides(overrides))
             spec = from_config(cfg)
             pid = point_id(spec)

@@ -1,0 +1,59 @@
+"""Compose many grid points fast: Hydra composes once per combination of config-group choices, then each point's
+plain ``key=value`` overrides are applied to a copy.
+
+Hydra's own per-point composition (``load_sweep_config``) walks the defaults list and reads every config file again:
+about 0.3 s a point on these machines, done twice per point (once to validate the batch, once to launch), so a
+200-point grid spent about 90 s before its single ``sbatch``. Group choices (``model=gpt2``, ``+sweeps=zero``) still
+go through Hydra; the other overrides are applied with Hydra's own override code against the typed schema, so a
+wrong value (``precision=fp8``) still fails for every point before any job starts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+
+def compose_points(
+    config_loader: Any, master_config: DictConfig, job_overrides: Sequence[Sequence[str]]
+) -> list[DictConfig]:
+    """The composed config of each point, in order, without Hydra's own ``hydra`` node.
+
+    Args:
+        config_loader: Hydra's ``ConfigLoaderImpl`` (``hydra_context.config_loader``).
+        master_config: the multirun's config.
+        job_overrides: one list of override strings per point (as the sweeper hands them to the launcher).
+
+    Raises:
+        hydra.errors.ConfigCompositionException / omegaconf ValidationError: an override that does not compose.
+    """
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    key = (id(master_config), tuple(tuple(o) for o in job_overrides))
+    if key in _LAST:  # the sweeper validated this batch; the launcher asks for the same configs again
+        return _LAST[key]
+    parser = OverridesParser.create()
+    repo = config_loader.repository
+    base: dict[tuple[str, ...], DictConfig] = {}
+    out = []
+    for overrides in job_overrides:
+        parsed = parser.parse_overrides(list(overrides))
+        groups = tuple(o.input_line for o in parsed if o.package is not None or repo.group_exists(o.key_or_group))
+        keys = [o for o in parsed if o.input_line not in groups]
+        if groups not in base:
+            full = config_loader.load_sweep_config(master_config, list(groups))
+            # the job's own keys only: Hydra's node is most of the config and no task override targets it
+            base[groups] = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+        cfg = copy.deepcopy(base[groups])
+        ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
+        out.append(cfg)
+    _LAST.clear()
+    _LAST[key] = out
+    return out
+
+
+_LAST: dict[tuple, list[DictConfig]] = {}
