@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from sweeper import failures
+from sweeper.envinfo import environment, library_versions
 from sweeper.hardware import local_device_type, unsupported_reason
 from sweeper.measure_summary import summarize_ranks
 from sweeper.record import (
@@ -32,45 +29,8 @@ from sweeper.record import (
 )
 from sweeper.spec import InvalidPoint, PointSpec, point_id, replay_command, validate
 
-LIBRARIES = ("torch", "transformers", "accelerate", "deepspeed", "hydra-core", "submitit", "wandb")
 LOG_FILE = "ranks.log"
 KILL_GRACE_S = 10.0
-
-
-def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries a result depends on (read from package metadata, no imports)."""
-    out = {}
-    for name in LIBRARIES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
-def environment() -> dict[str, Any]:
-    """Host, Python, CPU and library versions; the SLURM job id when inside a SLURM job."""
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    env = {
-        "host": socket.gethostname(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        **library_versions(),
-    }
-    if "SLURM_ARRAY_JOB_ID" in os.environ:
-        env["slurm_job_id"] = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
-    elif "SLURM_JOB_ID" in os.environ:
-        env["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
-    return env
 
 
 def run_point(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str) -> Record:

@@ -174,7 +174,7 @@ def summarize_ranks(
         Keyword arguments for :class:`sweeper.record.Record` (``status, reason, error_kind, setup, metrics,
         failure, artifacts``).
     """
-    from sweeper.launch import library_versions
+    from sweeper.envinfo import library_versions
 
     setup = next((r["setup"] for r in ranks if r.get("setup")), {})
     metrics = metrics_from_ranks(spec, ranks)

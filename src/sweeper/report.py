@@ -8,6 +8,10 @@
 - ``report.html``: a self-contained page with an interactive throughput vs peak-memory plot and the same tables;
 - ``frontier.png``: the same plot as a static image.
 
+Memory in report.md, report.html and the plots is shown in one unit per report: GiB (2**30 bytes) when the largest
+recorded peak memory is at least 1 GiB, else MiB (2**20 bytes); booleans are spelled ``true``/``false`` as on the
+command line.
+
 In report.md and report.html each table (and the replay commands) shows at most ``max_rows`` rows (200 by default,
 every frontier point always), with a note saying how many were left out; the CSV and Parquet files hold every point.
 
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from sweeper.frontier import mark_frontier
@@ -38,6 +43,10 @@ from sweeper.record import POINTS_DIR, RESULT_FILE, Record, iter_records
 GIB = 2**30
 MIB = 2**20
 FRONTIER_MARK = "★"
+FRONTIER_DEFINITION = (
+    "no other ok point is at least as fast (tokens/s per device) with no more peak memory, "
+    "and strictly better in one of the two"
+)
 
 # fmt: off
 #: The first columns of the results table, in this order (more follow, see :func:`records_to_frame`).
@@ -275,6 +284,29 @@ def _text(v: Any) -> str:
     return "—" if _missing(v) else str(v)
 
 
+def _cli(v: Any) -> str:
+    """A setting's value as the command line spells it: ``true``/``false``, ``null``, nested values as JSON."""
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    return "null" if v is None else str(_plain(v))
+
+
+def _cli_overrides(overrides: Any) -> list[str]:
+    """Override strings (``gc=True``, as Hydra spells swept booleans) with booleans spelled ``true``/``false``."""
+    out = []
+    for tok in str(overrides or "").split():
+        key, sep, val = tok.partition("=")
+        out.append(f"{key}={val.lower()}" if sep and val in ("True", "False") else tok)
+    return out
+
+
+def _mem_unit(df: pd.DataFrame) -> tuple[str, int]:
+    """The report's memory display unit: ("GiB", 2**30) when the largest recorded peak memory (``peak_mem_bytes``,
+    any point) is at least 1 GiB or none is recorded, else ("MiB", 2**20)."""
+    peaks = pd.to_numeric(df["peak_mem_bytes"], errors="coerce") if len(df) else pd.Series(dtype=float)
+    return ("MiB", MIB) if peaks.notna().any() and peaks.max() < GIB else ("GiB", GIB)
+
+
 def _md_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table of a frame of display strings (no ``tabulate`` needed)."""
 
@@ -336,13 +368,13 @@ def _labels(df: pd.DataFrame, axes: Sequence[str]) -> list[str]:
     out = []
     columns = [df["overrides"].tolist(), df["point_id"].tolist(), *(df[a].tolist() for a in axes)]
     for over, pid, *vals in zip(*columns, strict=True):
-        parts = [f"{a}={v}" for a, v in zip(axes, vals, strict=True) if not _missing(v)]
-        out.append(" ".join(parts) or str(over or "") or str(pid))
+        parts = [f"{a}={_cli(v)}" for a, v in zip(axes, vals, strict=True) if not _missing(v)]
+        out.append(" ".join(parts) or " ".join(_cli_overrides(over)) or str(pid))
     return out
 
 
 def _axis_columns(df: pd.DataFrame, axes: Sequence[str]) -> dict[str, list[str]]:
-    return {a: [_text(v) for v in df[a]] for a in axes if a in df.columns}
+    return {a: ["—" if _missing(v) else _cli(v) for v in df[a]] for a in axes if a in df.columns}
 
 
 def _spec_axes(df: pd.DataFrame, varying: dict[str, list[Any]]) -> list[str]:
@@ -350,11 +382,14 @@ def _spec_axes(df: pd.DataFrame, varying: dict[str, list[Any]]) -> list[str]:
     return [a for a in varying if a in df.columns]
 
 
-def results_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
+def results_table(df: pd.DataFrame, axes: Sequence[str] = (), mem_unit: tuple[str, int] | None = None) -> pd.DataFrame:
     """The ``ok`` points as display strings, sorted by tokens/s per device (descending), frontier marked ★.
 
-    Headers carry units: tokens/s, seconds, GiB (2**30 bytes), MiB (2**20 bytes), MFU in percent of peak.
+    Headers carry units: tokens/s, seconds, MFU in percent of peak, peak memory in ``mem_unit`` (a (name, bytes)
+    pair, see :func:`_mem_unit`; by default chosen from ``df``), optimizer state in MiB. An ``MFU peak (TFLOP/s)``
+    column follows MFU when the peaks of the points shown differ by more than 1 %.
     """
+    unit, scale = mem_unit or _mem_unit(df)
     ok = df[df["status"] == "ok"].sort_values("tokens_per_s_per_device", ascending=False, na_position="last")
     out: dict[str, list[str]] = {
         "frontier": [FRONTIER_MARK if f else "" for f in ok["on_frontier"]],
@@ -368,12 +403,17 @@ def results_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
         ],
         "TFLOP/s/device": [_num(v, digits=3) for v in ok["tflops_per_device"]],
         "MFU (%)": [_num(v, 0.01, 3, zeros=True) for v in ok["mfu"]],
-        "peak mem (GiB)": [_num(v, GIB, 3, zeros=True) for v in ok["peak_mem_bytes"]],
+    }
+    peaks = pd.to_numeric(ok["mfu_peak_flops"], errors="coerce").dropna()
+    if len(peaks) and peaks.max() > 1.01 * peaks.min():
+        out["MFU peak (TFLOP/s)"] = [_num(v, 1e12, 3) for v in ok["mfu_peak_flops"]]
+    out |= {
+        f"peak mem ({unit})": [_num(v, scale, 3, zeros=True) for v in ok["peak_mem_bytes"]],
         "peak mem kind": [_text(v) for v in ok["peak_mem_kind"]],
         "opt state/rank (MiB)": [_num(v, MIB, 4, zeros=True) for v in ok["optimizer_state_bytes_per_rank"]],
     }
     if "predicted_peak_mem_bytes" in ok.columns:
-        out["predicted peak mem (GiB)"] = [_num(v, GIB, 3, zeros=True) for v in ok["predicted_peak_mem_bytes"]]
+        out[f"predicted peak mem ({unit})"] = [_num(v, scale, 3, zeros=True) for v in ok["predicted_peak_mem_bytes"]]
     return pd.DataFrame(out, dtype=object)
 
 
@@ -461,14 +501,15 @@ def _document(
     axes = _spec_axes(df, varying)
     grid: list[Block] = []
     if varying:
-        grid.append(("ul", [f"**{k}**: " + ", ".join(f"`{_plain(v)}`" for v in vs) for k, vs in varying.items()]))
+        grid.append(("ul", [f"**{k}**: {_grid_values(vs)}" for k, vs in varying.items()]))
     if fixed:
-        grid.append(("p", "Fixed: " + ", ".join(f"`{k}={_plain(v)}`" for k, v in fixed.items())))
+        grid.append(("p", "Fixed: " + ", ".join(f"`{k}={_cli(v)}`" for k, v in fixed.items())))
     sections.append(("Grid", grid or [("p", "No point specs recorded.")]))
 
     results: list[Block] = [("plot", None)]
     shown_ok, n_ok = _shown_ok(df, max_rows)
-    res = results_table(shown_ok, axes)
+    unit = _mem_unit(df)
+    res = results_table(shown_ok, axes, unit)
     if len(res):
         results.append(("table", res))
         if len(res) < n_ok:
@@ -479,8 +520,7 @@ def _document(
                     f"tokens/s per device. **{n_ok - len(res):,} rows left out**: {_ALL_ROWS}",
                 )
             )
-        front = f"{FRONTIER_MARK} = on the Pareto frontier: no other ok point is at least as fast (tokens/s per"
-        results.append(("p", front + " device) with no more peak memory."))
+        results.append(("p", f"{FRONTIER_MARK} = on the Pareto frontier: {FRONTIER_DEFINITION}."))
         kinds = sorted({str(k) for k in df.loc[df["status"] == "ok", "peak_mem_kind"] if not _missing(k)})
         results.append(
             (
@@ -507,7 +547,7 @@ def _document(
 
     shown_records = _shown_replays(records, df, shown_ok, shown_bad, max_rows)
     replay = [
-        f"# {r.point_id} ({r.status}) {' '.join(r.overrides or [])}".rstrip()
+        f"# {r.point_id} ({r.status}) {' '.join(_cli_overrides(' '.join(r.overrides or [])))}".rstrip()
         + "\n"
         + (r.replay or "# no replay command recorded")
         for r in shown_records
@@ -523,8 +563,19 @@ def _document(
             )
         )
     sections.append(("Replay", replays))
-    sections.append(("How each number was measured", [("ul", _method_notes(df))]))
+    sections.append(("How each number was measured", [("ul", _method_notes(df, unit[0]))]))
     return _Doc(title=f"Sweep {sweep_id}", sections=sections)
+
+
+#: The most values the grid section lists for one varying key.
+GRID_MAX_VALUES = 20
+
+
+def _grid_values(values: Sequence[Any]) -> str:
+    """A varying key's (sorted) values, the first :data:`GRID_MAX_VALUES` of them, then how many more."""
+    shown = ", ".join(f"`{_cli(v)}`" for v in values[:GRID_MAX_VALUES])
+    more = len(values) - GRID_MAX_VALUES
+    return shown + (f", … and {more:,} more (up to `{_cli(values[-1])}`)" if more > 0 else "")
 
 
 _ALL_ROWS = "`results.csv` / `results.parquet` (next to this file) hold all of them."
@@ -582,17 +633,16 @@ def _shown_replays(
     return [r for r in records if r.point_id in keep]
 
 
-def _method_notes(df: pd.DataFrame) -> list[str]:
+def _method_notes(df: pd.DataFrame, mem_unit: str = "GiB") -> list[str]:
     ok = df[df["status"] == "ok"]
-    peaks = sorted(
-        {
-            f"{_num(p, 1e12)} TFLOP/s ({_text(s)})"
-            for p, s in zip(ok["mfu_peak_flops"], ok["mfu_peak_source"], strict=True)
-            if not _missing(p)
-        }
-    )
     notes = sorted({str(n) for n in ok["mfu_note"] if not _missing(n)})
     kinds = sorted({str(k) for k in ok["peak_mem_kind"] if not _missing(k)})
+    no_mfu = int(ok["mfu"].isna().sum())
+    shown_in = (
+        f" Shown in {mem_unit}: the largest peak is {'at least' if mem_unit == 'GiB' else 'under'} 1 GiB."
+        if len(ok)
+        else ""
+    )
     return [
         "Step time: median (and p10/p90) of the timed steps"
         + (f" ({_values(ok['timed_steps'])} per point)" if ok["timed_steps"].notna().any() else "")
@@ -603,16 +653,67 @@ def _method_notes(df: pd.DataFrame) -> list[str]:
             "tokens/s = per-device batch x sequence length x grad accumulation x world size / median step time; "
             "tokens/s/device = tokens/s / world size."
         ),
-        "TFLOP/s/device = FLOPs per token x tokens/s/device / 1e12; MFU = TFLOP/s/device / peak "
-        + (f"({'; '.join(peaks)})" if peaks else "(no peak recorded)")
-        + (f"; notes: {'; '.join(notes)}" if notes else "")
-        + ".",
+        "TFLOP/s/device = FLOPs per token x tokens/s/device / 1e12; MFU = TFLOP/s/device / the device's peak.",
+        _mfu_peak_note(ok) + (f" No MFU for {no_mfu:,} ok point(s): {_capped(notes, 3)}." if no_mfu and notes else ""),
         "Peak memory: "
         + ("; ".join(f"`{k}`: {_mem_kind_note(k)}" for k in kinds) if kinds else "no counter recorded")
-        + ". GiB = 2**30 bytes, MiB = 2**20 bytes.",
+        + ". GiB = 2**30 bytes, MiB = 2**20 bytes."
+        + shown_in,
         "opt state/rank: optimizer-state bytes held by one rank, in MiB.",
         "Failed points carry the reason the harness recorded; OOM numbers are parsed from the allocator's message.",
     ]
+
+
+def _capped(items: Sequence[str], n: int) -> str:
+    """``items`` joined by "; ", the first ``n`` of them, then how many more."""
+    more = len(items) - n
+    return "; ".join(items[:n]) + (f"; … and {more:,} more" if more > 0 else "")
+
+
+def _peak_source(source: str) -> tuple[str, str]:
+    """(kind, detail) of an ``mfu_peak_source`` ("measured: fp32 matmul ..., 1 thread(s), ..." gives ("measured",
+    "fp32 matmul ..., 1 thread, ...")); a source without a colon is its own kind with no detail."""
+    kind, sep, detail = source.partition(":")
+    if not sep:
+        return source.strip(), ""
+    detail = re.sub(r"\b1 thread\(s\)", "1 thread", detail.strip())
+    return kind.strip(), re.sub(r"thread\(s\)", "threads", detail)
+
+
+def _tflops_span(flops: Sequence[float]) -> str:
+    lo, hi = min(flops), max(flops)
+    if hi <= 1.01 * lo:
+        return f"{_num(hi, 1e12, 4)} TFLOP/s"
+    return f"between {_num(lo, 1e12, 3)} and {_num(hi, 1e12, 3)} TFLOP/s"
+
+
+def _mfu_peak_note(ok: pd.DataFrame) -> str:
+    """One sentence on the peak FLOP/s that MFU divides by: each kind of source (measured, datasheet, ...) once,
+    with the range of its peaks, and where each point's own peak is."""
+    groups: dict[str, dict[str, list[float]]] = {}  # kind -> detail -> peaks
+    for flops, source in zip(ok["mfu_peak_flops"], ok["mfu_peak_source"], strict=True):
+        if not _missing(flops):
+            kind, detail = _peak_source(_text(source))
+            groups.setdefault(kind, {}).setdefault(detail, []).append(float(flops))
+    if not groups:
+        return "MFU peak: none recorded, so no MFU."
+    n_points = {kind: sum(map(len, by.values())) for kind, by in groups.items()}
+    parts = []
+    for kind, by_detail in groups.items():
+        count = f" for {n_points[kind]:,} point(s)" if len(groups) > 1 else ""
+        if kind == "datasheet":
+            each = [f"{d or kind}, {_tflops_span(ps)}" for d, ps in sorted(by_detail.items())]
+            parts.append(f"datasheet{count}: {_capped(each, 4)}")
+            continue
+        details = sorted(d for d in by_detail if d)
+        what = "measured per point on rank 0" if kind == "measured" else kind
+        peaks = [p for ps in by_detail.values() for p in ps]
+        parts.append(f"{what}{count}" + (f" ({_capped(details, 3)})" if details else "") + f", {_tflops_span(peaks)}")
+    return (
+        "MFU peak: "
+        + "; ".join(parts)
+        + "; each point's peak is in the `mfu_peak_flops` / `mfu_peak_source` columns of results.csv."
+    )
 
 
 def _render_md(doc: _Doc) -> str:
@@ -674,13 +775,19 @@ def _render_html(doc: _Doc, plot_div: str) -> str:
 
 @dataclass
 class _PlotData:
-    """``ok``: ok points with both numbers (x in GiB, y in tokens/s/device, label, hover, on_frontier).
-    ``failed``: every other point (x in GiB: the device capacity for OOMs that report it, else ``edge_gib``)."""
+    """``ok``: ok points with both numbers (x in ``unit``, y in tokens/s/device, label, hover, on_frontier).
+    ``failed``: every other point (x in ``unit``: the device capacity for OOMs that report it, else ``edge``).
+    ``devices``: (label, capacity in ``unit``) of each device-memory line."""
 
     ok: pd.DataFrame
     failed: pd.DataFrame
-    edge_gib: float
+    edge: float
     devices: list[tuple[str, float]]
+    unit: str = "GiB"
+
+    @property
+    def xlabel(self) -> str:
+        return f"peak memory per device ({self.unit})"
 
 
 _HOVER_COLUMNS = (
@@ -698,17 +805,19 @@ _HOVER_COLUMNS = (
 )
 
 
-def _hovers(df: pd.DataFrame) -> list[str]:
-    """The plot's hover text of each point (HTML: first line bold, then overrides, numbers or failure reason)."""
+def _hovers(df: pd.DataFrame, mem_unit: tuple[str, int] = ("GiB", GIB)) -> list[str]:
+    """The plot's hover text of each point (HTML: first line bold, then overrides, numbers or failure reason);
+    peak memory in ``mem_unit`` (name, bytes)."""
+    unit, scale = mem_unit
     out = []
     for pid, status, over, tps, peak, kind, step, reason, req, free, cap in zip(
         *(df[c].tolist() for c in _HOVER_COLUMNS), strict=True
     ):
-        lines = [f"{pid} ({status})", *str(over or "").split()]
+        lines = [f"{pid} ({status})", *_cli_overrides(over)]
         if status == "ok":
             lines += [
                 f"tokens/s/device: {_num(tps)}",
-                f"peak mem: {_num(peak, GIB, 3, zeros=True)} GiB ({_text(kind)})",
+                f"peak mem: {_num(peak, scale, 3, zeros=True)} {unit} ({_text(kind)})",
                 f"step time median: {_num(step)} s",
             ]
         else:
@@ -719,17 +828,24 @@ def _hovers(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def _plot_data(df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[tuple[str, float]]) -> _PlotData:
+def _plot_data(
+    df: pd.DataFrame,
+    axes: Sequence[str],
+    device_mem_gib: Sequence[tuple[str, float]],
+    mem_unit: tuple[str, int] | None = None,
+) -> _PlotData:
+    unit, scale = mem_unit or _mem_unit(df)
     y = pd.to_numeric(df["tokens_per_s_per_device"], errors="coerce")
-    x = pd.to_numeric(df["peak_mem_gib"], errors="coerce")
+    x = pd.to_numeric(df["peak_mem_bytes"], errors="coerce").astype(float) / scale
     measured = (df["status"] == "ok") & x.notna() & y.notna()
-    cap = pd.to_numeric(df["oom_capacity_bytes"], errors="coerce") / GIB
-    known = [*x[measured], *cap[~measured].dropna(), *(g for _, g in device_mem_gib)]
+    cap = pd.to_numeric(df["oom_capacity_bytes"], errors="coerce").astype(float) / scale
+    devices = [(name, gib * GIB / scale) for name, gib in device_mem_gib]
+    known = [*x[measured], *cap[~measured].dropna(), *(d for _, d in devices)]
     edge = max(known) * 1.1 if known else 1.0
     base = pd.DataFrame(
         {
             "label": _labels(df, axes),
-            "hover": _hovers(df),
+            "hover": _hovers(df, (unit, scale)),
             "status": [
                 s if m else ("ok (no numbers)" if s == "ok" else s) for s, m in zip(df["status"], measured, strict=True)
             ],
@@ -738,28 +854,29 @@ def _plot_data(df: pd.DataFrame, axes: Sequence[str], device_mem_gib: Sequence[t
     )
     ok = base[measured].assign(x=x[measured], y=y[measured], on_frontier=df.loc[measured, "on_frontier"])
     failed = base[~measured].assign(x=cap[~measured].fillna(edge))
-    return _PlotData(ok=ok.sort_values("x"), failed=failed, edge_gib=edge, devices=list(device_mem_gib))
+    return _PlotData(ok=ok.sort_values("x"), failed=failed, edge=edge, devices=devices, unit=unit)
 
 
-_XLABEL = "peak memory per device (GiB)"
+_FAILED_TITLE = "not measured: OOM at device capacity; others at the right edge"
 _YLABEL = "throughput (tokens/s per device)"
 
 
 def _plot_html(data: _PlotData) -> str:
-    """The interactive plot as an HTML ``<div>`` with plotly.js inlined (no CDN)."""
+    """The interactive plot as an HTML ``<div>`` with plotly.js inlined (no CDN). The strip of points that were
+    not measured is drawn only when there are such points."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    strip = bool(len(data.failed))
     fig = make_subplots(
-        rows=2,
+        rows=2 if strip else 1,
         cols=1,
         shared_xaxes=True,
-        row_heights=[0.78, 0.22],
+        row_heights=[0.78, 0.22] if strip else None,
         vertical_spacing=0.06,
-        subplot_titles=(
-            "ok points (★ = Pareto frontier)",
-            "not measured: OOM at device capacity; others at the right edge",
-        ),
+        subplot_titles=("ok points (★ = Pareto frontier)", _FAILED_TITLE)
+        if strip
+        else ("ok points (★ = Pareto frontier)",),
     )
     ok, front = data.ok, data.ok[data.ok["on_frontier"]]
     if len(ok):
@@ -804,11 +921,11 @@ def _plot_html(data: _PlotData) -> str:
             row=2,
             col=1,
         )
-    for name, gib in data.devices:
-        fig.add_vline(x=gib, line_dash="dash", line_color="gray", annotation_text=name, row="all", col=1)
+    for name, cap in data.devices:
+        fig.add_vline(x=cap, line_dash="dash", line_color="gray", annotation_text=name, row="all", col=1)
     if not len(ok):
         fig.add_annotation(
-            text="no ok points" if len(data.failed) else "no points",
+            text="no ok points" if strip else "no points",
             showarrow=False,
             xref="x domain",
             yref="y domain",
@@ -817,64 +934,79 @@ def _plot_html(data: _PlotData) -> str:
             row=1,
             col=1,
         )
-    fig.update_xaxes(title_text=_XLABEL, row=2, col=1, rangemode="tozero")
+    fig.update_xaxes(title_text=data.xlabel, row=2 if strip else 1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text=_YLABEL, row=1, col=1, rangemode="tozero")
-    fig.update_layout(height=650, hovermode="closest", template="plotly_white")
+    fig.update_layout(height=650 if strip else 520, hovermode="closest", template="plotly_white")
     return fig.to_html(full_html=False, include_plotlyjs=True)
 
 
-def _plot_png(data: _PlotData, path: Path) -> None:
-    """The same plot as a static PNG (matplotlib, Agg, no global backend change)."""
+def _png_figure(data: _PlotData) -> Any:
+    """The static plot as a matplotlib ``Figure`` (Agg, no global backend change): ok points with the frontier
+    and, only when some point was not measured, a strip below with those points. Point labels point away from
+    the nearer side edge so that they stay inside the axes."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9, 6.5), layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[4, 1])
+    strip = bool(len(data.failed))
+    fig = Figure(figsize=(9, 6.5) if strip else (9, 5.5), layout="constrained")
+    if strip:
+        top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[4, 1])
+    else:
+        top, bottom = fig.subplots(1, 1), None
+    right = data.edge * 1.05
     ok, front = data.ok, data.ok[data.ok["on_frontier"]]
     top.scatter(ok["x"], ok["y"], color="#1f77b4", label="ok", zorder=3)
     if len(front):
         top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")
         top.scatter(front["x"], front["y"], marker="*", s=180, color="#d62728", zorder=4)
+    ymax = max(ok["y"].max() * 1.15, 1.0) if len(ok) else 1.0
     if len(ok) <= 20:
         for _, r in ok.iterrows():
-            top.annotate(r["label"], (r["x"], r["y"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+            _label(top, r["label"], r["x"], r["y"], right, 7, below=r["y"] > 0.9 * ymax)
     if not len(ok):
-        top.text(
-            0.5,
-            0.5,
-            "no ok points" if len(data.failed) else "no points",
-            ha="center",
-            va="center",
-            transform=top.transAxes,
-        )
-    statuses = sorted(data.failed["status"].unique())
-    for status in statuses:
-        grp = data.failed[data.failed["status"] == status]
-        bottom.scatter(grp["x"], [statuses.index(status)] * len(grp), marker="x", s=60, label=status)
-        if len(data.failed) <= 12:
-            for _, r in grp.iterrows():
-                bottom.annotate(
-                    r["label"],
-                    (r["x"], statuses.index(status)),
-                    fontsize=6,
-                    xytext=(-4, 5),
-                    textcoords="offset points",
-                    ha="right",
-                )
-    bottom.set_yticks(range(len(statuses)), statuses)
-    bottom.set_ylim(-0.7, max(len(statuses), 1) - 0.3)
-    bottom.set_title("not measured: OOM at device capacity; others at the right edge", fontsize=8)
-    for name, gib in data.devices:
+        top.text(0.5, 0.5, "no ok points" if strip else "no points", ha="center", va="center", transform=top.transAxes)
+    if bottom is not None:
+        statuses = sorted(data.failed["status"].unique())
+        for i, status in enumerate(statuses):
+            grp = data.failed[data.failed["status"] == status]
+            bottom.scatter(grp["x"], [i] * len(grp), marker="x", s=60, label=status)
+            if len(data.failed) <= 12:
+                for _, r in grp.iterrows():
+                    _label(bottom, r["label"], r["x"], i, right, 6)
+        bottom.set_yticks(range(len(statuses)), statuses)
+        bottom.set_ylim(-0.7, max(len(statuses), 1) - 0.3)
+        bottom.set_title(_FAILED_TITLE, fontsize=8)
+    for name, cap in data.devices:
         for ax in (top, bottom):
-            ax.axvline(gib, ls="--", color="gray", lw=1)
-        top.text(gib, 0.98, f" {name}", transform=top.get_xaxis_transform(), fontsize=7, va="top", color="gray")
+            if ax is not None:
+                ax.axvline(cap, ls="--", color="gray", lw=1)
+        top.text(cap, 0.98, f" {name}", transform=top.get_xaxis_transform(), fontsize=7, va="top", color="gray")
     top.set_ylabel(_YLABEL)
-    bottom.set_xlabel(_XLABEL)
-    top.set_xlim(left=0, right=data.edge_gib * 1.05)
-    top.set_ylim(0, max(ok["y"].max() * 1.1, 1.0) if len(ok) else 1.0)
+    (bottom if bottom is not None else top).set_xlabel(data.xlabel)
+    top.set_xlim(left=0, right=right)
+    top.set_ylim(0, ymax)
     top.set_title("Throughput vs peak memory")
     if len(ok):
         top.legend(loc="lower right", fontsize=8)
-    fig.savefig(path, format="png", dpi=120)
+    return fig
+
+
+def _label(ax: Any, text: str, x: float, y: float, right: float, size: int, below: bool = False) -> None:
+    """Label a point, to its right in the left half of the x range, else to its left; above it unless ``below``."""
+    left_side = x > right / 2
+    ax.annotate(
+        text,
+        (x, y),
+        fontsize=size,
+        xytext=(-8 if left_side else 8, -7 if below else 5),
+        textcoords="offset points",
+        ha="right" if left_side else "left",
+        va="top" if below else "bottom",
+    )
+
+
+def _plot_png(data: _PlotData, path: Path) -> None:
+    """The plot as a static PNG (see :func:`_png_figure`)."""
+    _png_figure(data).savefig(path, format="png", dpi=120)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -923,7 +1055,7 @@ def build_report(
     df = records_to_frame(records)
     grid = _grid(records)
     doc = _document(sweep_dir, records, df, max_rows, grid)
-    data = _plot_data(df, _spec_axes(df, grid[0]), device_mem_gib)
+    data = _plot_data(df, _spec_axes(df, grid[0]), device_mem_gib, _mem_unit(df))
 
     _write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))
     _write_atomic(sweep_dir / "results.parquet", lambda p: df.to_parquet(p, index=False))

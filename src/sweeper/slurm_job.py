@@ -23,6 +23,7 @@ from typing import Any
 
 import submitit
 
+from sweeper.envinfo import slurm_job_id
 from sweeper.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_record
 
 RANK_FILES_WAIT_S = 120.0
@@ -42,8 +43,8 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         self._payload: dict[str, Any] | None = None
 
     def __call__(self, payload: dict[str, Any]) -> str:
+        from sweeper.envinfo import environment
         from sweeper.harness import RANK_FILE, run_rank
-        from sweeper.launch import environment
         from sweeper.measure_summary import summarize_ranks
         from sweeper.spec import PointSpec
 
@@ -94,7 +95,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
                 "timeout",
                 f"SLURM time limit: signalled after {elapsed:.0f} s of {limit} s requested "
                 f"(job {os.environ.get('SLURM_JOB_ID')}); raise cluster.time_limit_min or timeout_s",
-                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": _slurm_job_id()},
+                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": slurm_job_id()},
             )
             return None
         restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
@@ -103,7 +104,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
                 "preempted",
                 f"preempted after {elapsed:.0f} s of {limit} s, already requeued {restarts} times "
                 f"(cluster.max_requeues={self.max_requeues})",
-                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": _slurm_job_id()},
+                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": slurm_job_id()},
             )
             return None
         return submitit.helpers.DelayedSubmission(self, payload)
@@ -120,7 +121,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         )
 
     def _write(self, status: str, reason: str, failure: dict[str, Any] | None = None) -> None:
-        from sweeper.launch import environment
+        from sweeper.envinfo import environment
 
         p = self._payload or {}
         if _final_status(point_dir(Path(p["sweep_dir"]), p["point_id"])):
@@ -139,12 +140,6 @@ def signal_cause(elapsed_s: float, time_limit_s: float, signal_delay_s: float, s
     if time_limit_s and elapsed_s >= time_limit_s - signal_delay_s - slack_s:
         return "timeout"
     return "preempted"
-
-
-def _slurm_job_id() -> str | None:
-    if "SLURM_ARRAY_JOB_ID" in os.environ:
-        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
-    return os.environ.get("SLURM_JOB_ID")
 
 
 def _final_status(pdir: Path) -> str | None:

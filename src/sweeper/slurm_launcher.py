@@ -86,8 +86,8 @@ class SlurmLauncher(Launcher):
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
         from sweeper.compose import compose_points
+        from sweeper.envinfo import environment
         from sweeper.hardware import unsupported_reason
-        from sweeper.launch import environment
         from sweeper.sweepdir import read_sweep
 
         assert self.config is not None
