@@ -11,7 +11,18 @@ import pandas as pd
 import pytest
 
 from sweeper.record import Record, write_record
-from sweeper.report import LEADING_COLUMNS, build_report, main, records_to_frame
+from sweeper.report import (
+    LEADING_COLUMNS,
+    _grid_values,
+    _mem_unit,
+    _method_notes,
+    _plot_data,
+    _png_figure,
+    build_report,
+    main,
+    records_to_frame,
+    results_table,
+)
 
 GIB, MIB = 2**30, 2**20
 ENV = {
@@ -321,3 +332,166 @@ def test_a_big_sweep_shows_at_most_max_rows_per_table_and_every_frontier_point(t
     everything = build_report(tmp_path, max_rows=None).read_text()
     assert "left out" not in everything
     assert all(f"| {r.point_id} |" in everything and r.replay in everything for r in records)
+
+
+# ---- the report of a tiny CPU sweep (peaks of a few MiB, measured MFU peaks, no failures) ----------------------
+
+MEASURED = "measured: fp32 matmul 512x512, 1 thread(s), best of 0.3 s"
+
+
+def cpu_points() -> list[Record]:
+    """Four ok points like the default sweep's: peaks of 8-13 MiB, a measured MFU peak per point, Hydra's ``True``."""
+    points = [
+        ok_point("cccc00000001", "none", False, 10230.0, 13825952),
+        ok_point("cccc00000002", "none", True, 7609.0, 9332326),  # 8.90 MiB
+        ok_point("cccc00000003", "full_shard", False, 3261.0, 12820768),
+        ok_point("cccc00000004", "full_shard", True, 3140.0, 8340768),
+    ]
+    for r, peak in zip(points, [79.35e9, 67.34e9, 74.28e9, 76.26e9], strict=True):
+        r.metrics |= {
+            "mfu_peak_flops": peak,
+            "mfu_peak_source": MEASURED,
+            "peak_mem_kind": "cpu_tensor_bytes_memtracker",
+        }
+        r.overrides = [o.replace("=true", "=True").replace("=false", "=False") for o in r.overrides]  # as Hydra
+    return points
+
+
+@pytest.fixture
+def cpu_sweep(tmp_path: Path) -> Path:
+    sweep_dir = tmp_path / "cpu"  # not tmp_path itself: a test may use the `sweep` fixture too
+    for r in cpu_points():
+        write_record(sweep_dir, r)
+    return sweep_dir
+
+
+def section(text: str, title: str) -> str:
+    return text.split(f"## {title}")[1].split("\n## ")[0]
+
+
+def test_memory_below_one_gib_is_shown_in_mib_everywhere(cpu_sweep: Path):
+    text = build_report(cpu_sweep).read_text()
+    results = section(text, "Results")
+    assert "peak mem (MiB)" in results and "(GiB)" not in results
+    row = next(line for line in results.splitlines() if "cccc00000002" in line)
+    assert "| 8.90 |" in row  # 9332326 bytes = 8.90 MiB, not 0.00869 GiB
+    assert "Shown in MiB" in section(text, "How each number was measured")
+    page = (cpu_sweep / "report.html").read_text()
+    assert "peak memory per device (MiB)" in page and "peak memory per device (GiB)" not in page
+    assert "peak mem: 8.90 MiB" in page and "peak mem: 13.2 MiB" in page
+    csv = pd.read_csv(cpu_sweep / "results.csv", dtype={"point_id": str}).set_index("point_id")
+    assert csv.loc["cccc00000002", "peak_mem_bytes"] == 9332326  # the data files keep bytes and GiB
+    assert csv.loc["cccc00000002", "peak_mem_gib"] == pytest.approx(9332326 / GIB)
+
+    df = records_to_frame(cpu_points())
+    data = _plot_data(df, ["fsdp", "gc"], [], _mem_unit(df))
+    assert data.ok.set_index("label").loc["fsdp=none gc=true", "x"] == pytest.approx(9332326 / MIB)
+    assert _png_figure(data).axes[0].get_xlabel() == "peak memory per device (MiB)"
+
+
+def test_memory_unit_switches_to_gib_at_one_gib():
+    def header(peak_bytes: int) -> list[str]:
+        df = records_to_frame([ok_point("dddd00000001", "none", True, 100.0, peak_bytes)])
+        return [c for c in results_table(df) if c.startswith("peak mem (")]
+
+    assert header(GIB - 1) == ["peak mem (MiB)"]
+    assert header(GIB) == ["peak mem (GiB)"]
+    df = records_to_frame(good_points())
+    assert _png_figure(_plot_data(df, [], [])).axes[0].get_xlabel() == "peak memory per device (GiB)"
+
+
+def test_mfu_peak_note_names_the_measurement_once_with_the_range(cpu_sweep: Path):
+    text = build_report(cpu_sweep).read_text()
+    notes = section(text, "How each number was measured")
+    assert notes.count("fp32 matmul") == 1
+    assert (
+        "MFU peak: measured per point on rank 0 (fp32 matmul 512x512, 1 thread, best of 0.3 s), between 0.0673 and "
+        "0.0794 TFLOP/s; each point's peak is in the `mfu_peak_flops` / `mfu_peak_source` columns of results.csv."
+    ) in notes
+    results = section(text, "Results")
+    assert "MFU peak (TFLOP/s)" in results  # the peaks differ by more than 1 %
+    assert "| 0.0673 |" in next(line for line in results.splitlines() if "cccc00000002" in line)
+
+
+def test_a_datasheet_peak_is_stated_once_and_gets_no_column():
+    points = good_points()
+    for r in points:
+        r.metrics |= {"mfu_peak_flops": 989.4e12, "mfu_peak_source": "datasheet: H100 SXM bf16 dense"}
+    notes = _method_notes(records_to_frame(points))
+    assert [n for n in notes if n.startswith("MFU peak")] == [
+        "MFU peak: datasheet: H100 SXM bf16 dense, 989.4 TFLOP/s; each point's peak is in the `mfu_peak_flops` / "
+        "`mfu_peak_source` columns of results.csv."
+    ]
+    assert "MFU peak (TFLOP/s)" not in results_table(records_to_frame(points))
+
+
+def test_no_failure_strip_when_every_point_is_ok(cpu_sweep: Path, sweep: Path):
+    build_report(cpu_sweep)
+    assert "not measured" not in (cpu_sweep / "report.html").read_text()
+    df = records_to_frame(cpu_points())
+    assert len(_png_figure(_plot_data(df, ["fsdp", "gc"], [])).axes) == 1
+
+    build_report(sweep)  # with failures the strip stays
+    assert "not measured: OOM at device capacity" in (sweep / "report.html").read_text()
+    df = records_to_frame([*good_points(), OOM, ERROR])
+    assert len(_png_figure(_plot_data(df, ["fsdp", "gc"], [])).axes) == 2
+
+
+def test_point_labels_stay_inside_the_plot():
+    for records in (cpu_points(), [*good_points(), OOM, ERROR]):
+        df = records_to_frame(records)
+        axes = ["fsdp", "gc", "model", "precision"]  # longer labels than the default sweep's
+        fig = _png_figure(_plot_data(df, axes, []))
+        fig.draw_without_rendering()
+        renderer = fig._get_renderer()
+        labels = [(ax, t) for ax in fig.axes for t in ax.texts if "fsdp=" in t.get_text()]
+        assert len(labels) >= len(records) - 1  # every point is labelled (one failure has no spec)
+        for ax, t in labels:
+            box, tb = ax.get_window_extent(renderer), t.get_window_extent(renderer)
+            inner = box.padded(-2)  # not touching the border either
+            assert inner.x0 <= tb.x0 and tb.x1 <= inner.x1 and inner.y0 <= tb.y0 and tb.y1 <= inner.y1, t.get_text()
+
+
+def test_frontier_footnote_gives_the_full_definition(sweep: Path):
+    text = build_report(sweep).read_text()
+    assert (
+        "★ = on the Pareto frontier: no other ok point is at least as fast (tokens/s per device) with no more peak "
+        "memory, and strictly better in one of the two."
+    ) in text
+
+
+def test_the_grid_lists_at_most_20_values_of_a_key(tmp_path: Path):
+    points = []
+    for seed in range(60):
+        r = ok_point(f"{seed:012x}", "none", True, 1000.0 + seed, GIB)
+        r.spec = {**r.spec, "seed": seed}
+        points.append(r)
+    for r in points:
+        (tmp_path / "points" / r.point_id).mkdir(parents=True)
+        (tmp_path / "points" / r.point_id / "result.json").write_text(json.dumps(r.to_dict()))
+    grid = section(build_report(tmp_path).read_text(), "Grid")
+    line = next(line for line in grid.splitlines() if line.startswith("- **seed**"))
+    assert "`19`, … and 40 more (up to `59`)" in line and "`20`" not in line
+    huge = _grid_values(list(range(10_000)))
+    assert len(huge) < 200 and huge.endswith("… and 9,980 more (up to `9999`)")
+
+
+def test_booleans_are_spelled_as_on_the_command_line(cpu_sweep: Path, sweep: Path):
+    text = build_report(cpu_sweep).read_text()
+    assert "- **gc**: `false`, `true`" in section(text, "Grid")
+    assert "`use_reentrant=false`" in section(text, "Grid")
+    rows = [line for line in section(text, "Results").splitlines() if "| cccc" in line]
+    assert rows and all(("| true |" in r) != ("| false |" in r) for r in rows)
+    assert "True" not in section(text, "Results") and "False" not in section(text, "Results")
+    assert "# cccc00000002 (ok) fsdp=none gc=true" in section(text, "Replay")
+    page = (cpu_sweep / "report.html").read_text()
+    assert "\\u003cbr\\u003egc=true" in page and "gc=True" not in page
+    df = records_to_frame(cpu_points())
+    assert sorted(_plot_data(df, ["fsdp", "gc"], []).ok["label"]) == [
+        "fsdp=full_shard gc=false",
+        "fsdp=full_shard gc=true",
+        "fsdp=none gc=false",
+        "fsdp=none gc=true",
+    ]
+    failures = section(build_report(sweep).read_text(), "Failures")
+    assert "| true |" in failures and "| false |" in failures and "True" not in failures
