@@ -1,6 +1,8 @@
 """What sweeper's harness adds to one grid point: sweeper (A) against a bare HF Trainer script (B).
 
 A = ``python -m sweeper <overrides>``: one point, in a fresh temporary working directory, as a user runs it.
+    With ``--grid K``: ONE multirun ``python -m sweeper -m seed=range(0,K) <overrides>`` (one driver, one
+    report at the end) against K bare runs, one per point (its seed); per-point overhead = (A - sum B) / K.
 B = ``BARE`` below under ``torch.distributed.run --standalone`` with A's rank count: same model (``AutoConfig.
     for_model`` with the point's numbers), synthetic tokens, batch size, seq_len, seed, number of optimizer
     steps (warm-up + timed + memory + profile) and TrainingArguments essentials, and nothing else. B reads its
@@ -12,12 +14,14 @@ What is timed:
 * step: one optimizer step, ``time.perf_counter()`` from ``on_step_begin`` to ``on_step_end``, slowest rank;
   median over the timed window (``timed_steps`` steps after ``warmup_steps``), as A's ``step_time_s_median``.
 Runs alternate A, B, A, B, ... (the machine is shared and noisy); the summary row is each column's median.
+With ``--grid``, repeats alternate the order: (A, B x K), (B x K, A), ... so that a drift in load hits both.
 Breakdown: time.time() marks; for A, the modification times of sweep.json, spec.json, rank<r>.json and the
 report files, the ranks' ``train_wall_s``, the first event of the profiler trace and the record's
 ``wall_time_s``; B's ranks write their own. Each phase runs from the previous mark to its own, so the phases
 add up to the command's wall time.
 
     python benchmarks/harness_overhead.py --repeats 3 [--timed-steps 8] [--overrides seq_len=256 ...]
+    python benchmarks/harness_overhead.py --grid 4 --repeats 2
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ PHASES = {
     "report": "record + report (csv, parquet, png, html)",
     "end": "driver exit",
 }
-SHARED = ("train0", "ranks_end")  # the same code in A and B: their A-B is mostly the machine's noise
+SHARED = ("train0",)  # the same launcher and imports in A and B: their A-B is mostly the machine's noise
 HEAD = ("repeat", "wall A s", "wall B s", "A/B", "step A ms", "step B ms", "A/B")
 
 
@@ -140,6 +144,26 @@ def run_a(overrides: list[str]) -> dict:
     return dict(wall=wall, step=m["step_time_s_median"], loss=m["loss_first"], spec=rec["spec"], marks=marks)
 
 
+def run_grid_a(overrides: list[str], k: int) -> dict:
+    """One multirun over seeds 0..k-1: wall time, once-per-sweep time (s), and per point (by seed) step, loss,
+    spec. Once per sweep: driver start to sweep.json, and the last point's record to the end (report, exit)."""
+    with tempfile.TemporaryDirectory(prefix="overhead_a_") as tmp:
+        cmd = [sys.executable, "-m", "sweeper", "-m", f"seed=range(0,{k})", *overrides]
+        wall, w0, w1 = run(cmd, Path(tmp))
+        results = list(Path(tmp).glob("multirun/*/points/*/result.json"))
+        recs = sorted((json.loads(p.read_text()) for p in results), key=lambda r: r["spec"]["seed"])
+        if bad := [f"{r['point_id']}: {r['status']} {r.get('reason')}" for r in recs if r["status"] != "ok"]:
+            sys.exit("sweeper points not ok:\n" + "\n".join(bad))
+        if len(recs) != k:
+            sys.exit(f"expected {k} point records, found {len(recs)}")
+        t_sweep = (results[0].parents[2] / "sweep.json").stat().st_mtime
+        once = (t_sweep - w0) + (w1 - max(p.stat().st_mtime for p in results))
+    points = [
+        dict(step=r["metrics"]["step_time_s_median"], loss=r["metrics"]["loss_first"], spec=r["spec"]) for r in recs
+    ]
+    return dict(wall=wall, once=once, points=points)
+
+
 def run_b(script: Path, spec: dict) -> dict:
     """The bare script on A's ranks: wall time, median step (slowest rank), first loss, phases (s)."""
     with tempfile.TemporaryDirectory(prefix="overhead_b_") as tmp:
@@ -156,23 +180,41 @@ def run_b(script: Path, spec: dict) -> dict:
     return dict(wall=wall, step=step, loss=r["losses"][0], marks=marks)
 
 
+def check_plain(spec: dict) -> None:
+    if differ := {k: spec[k] for k, v in PLAIN.items() if spec[k] != v}:
+        sys.exit(f"the bare script is plain DDP; no counterpart for {differ}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3, help="A/B pairs, run interleaved (default 3)")
     ap.add_argument("--overrides", nargs="*", default=[], help="extra sweeper overrides, e.g. seq_len=256")
     ap.add_argument("--timed-steps", type=int, help="sweeper's timed_steps (default: sweeper's config)")
+    ap.add_argument("--grid", type=int, metavar="K", help="A = one multirun over seed=range(0,K), B = K bare runs")
     opt = ap.parse_args()
     overrides = opt.overrides + ([f"timed_steps={opt.timed_steps}"] if opt.timed_steps else [])
+    if opt.grid and any(o.lstrip("+~").startswith("seed=") for o in overrides):
+        sys.exit("--grid sweeps the seed; leave seed out of --overrides")
     a, b = [], []
     with tempfile.TemporaryDirectory(prefix="overhead_") as tmp:
         (script := Path(tmp) / "bare_trainer.py").write_text(BARE)
         for i in range(opt.repeats):
-            a.append(run_a(overrides))
-            if differ := {k: a[-1]["spec"][k] for k, v in PLAIN.items() if a[-1]["spec"][k] != v}:
-                sys.exit(f"the bare script is plain DDP; no counterpart for {differ}")
-            b.append(run_b(script, a[-1]["spec"]))
-            print(f"repeat {i + 1}/{opt.repeats}: A {a[i]['wall']:.1f} s, B {b[i]['wall']:.1f} s", flush=True)
-    report(a, b, overrides)
+            if not opt.grid:
+                a.append(run_a(overrides))
+                check_plain(a[-1]["spec"])
+                b.append(run_b(script, a[-1]["spec"]))
+                print(f"repeat {i + 1}/{opt.repeats}: A {a[i]['wall']:.1f} s, B {b[i]['wall']:.1f} s", flush=True)
+                continue
+            for side in ("A", "B") if i % 2 == 0 else ("B", "A"):  # B's specs: the first grid's records
+                if side == "A":
+                    a.append(run_grid_a(overrides, opt.grid))
+                    for p in a[-1]["points"]:
+                        check_plain(p["spec"])
+                else:
+                    b.append([run_b(script, p["spec"]) for p in a[0]["points"]])
+            sum_b = sum(x["wall"] for x in b[i])
+            print(f"repeat {i + 1}/{opt.repeats}: A {a[i]['wall']:.1f} s, B x {opt.grid} {sum_b:.1f} s", flush=True)
+    (grid_report if opt.grid else report)(a, b, overrides)
 
 
 def report(a: list[dict], b: list[dict], overrides: list[str]) -> None:
@@ -198,9 +240,41 @@ def report(a: list[dict], b: list[dict], overrides: list[str]) -> None:
         ta, tb = (statistics.median(phases(x["marks"])[name] for x in runs) for runs in (a, b))
         own += (ta - tb) * (mark not in SHARED)
         print(f"{name:<50}{ta:7.2f}{tb:7.2f}{ta - tb:+7.2f}")
-    print(f"\nthe harness's own work: {own:.2f} s = {own / med[1] * 100:.0f} % of B's median wall")
-    print("(A-B summed over all phases but ranks start and exit: these run the same launcher, imports and")
-    print("teardown in A and B, so their A-B is mostly the machine's noise)")
+    print(f"\nthe harness's net cost: {own:.2f} s = {own / med[1] * 100:.0f} % of B's median wall")
+    print("(A-B summed over all phases but ranks start, the same launcher and imports in A and B, so mostly")
+    print("noise; ranks exit counts: A's ranks skip interpreter teardown with os._exit, B's plain script does not)")
+
+
+def grid_report(a: list[dict], b: list[list[dict]], overrides: list[str]) -> None:
+    k, s = len(a[0]["points"]), a[0]["points"][0]["spec"]
+    pairs = list(zip(a, b, strict=True))  # per repeat: (one grid run, its K bare runs)
+    print(f"\ngrid: seed=range(0,{k}) {' '.join(overrides) or '(defaults)'}, {s['ranks_per_node']} ranks;", end=" ")
+    print(
+        f"steps per point: {s['warmup_steps']} + {s['timed_steps']} timed + {s['memory_steps']} + {s['profile_steps']}"
+    )
+    dloss = max(abs(p["loss"] - q["loss"]) for x, y in pairs for p, q in zip(x["points"], y, strict=True))
+    print(f"first losses, A vs B, all points: max |difference| {dloss:.2g}")
+    print(f"A = one multirun of {k} points (one driver, one report); B = {k} bare runs, one per point;")
+    print(f"overhead per point = (wall A - sum B) / {k}; % = of the mean bare wall; step A/B: median over points\n")
+    print("".join(f"{h:>11}" for h in ("repeat", "wall A s", "sum B s", "ovh/pt s", "ovh/pt %", "step A/B")))
+    rows, ratios, rest = [], [], []
+    for x, y in pairs:
+        sum_b = sum(q["wall"] for q in y)
+        r = [p["step"] / q["step"] for p, q in zip(x["points"], y, strict=True)]
+        rows.append(
+            (x["wall"], sum_b, (x["wall"] - sum_b) / k, (x["wall"] - sum_b) / sum_b * 100, statistics.median(r))
+        )
+        ratios += r
+        rest.append((x["wall"] - x["once"] - sum_b) / k)
+    med = [statistics.median(col) for col in zip(*rows, strict=True)]
+    for name, row in [*((str(i + 1), r) for i, r in enumerate(rows)), ("median", med)]:
+        print(f"{name:>11}" + "".join(f"{v:11.{3 if j == 4 else 2}f}" for j, v in enumerate(row)))
+    print(f"\nharness adds {med[2]:.2f} s = {med[3]:.0f} % per point in a {k}-point sweep (median; goal < 10 %)")
+    print(f"timed steps: ratio A/B {statistics.median(ratios):.3f}, median over all {len(ratios)} points", end=" ")
+    print(f"(range {min(ratios):.2f} to {max(ratios):.2f}; ~1.00 expected)")
+    once = statistics.median(x["once"] for x in a)
+    print(f"once per sweep (driver start to sweep.json, last record to exit: report, exit): {once:.2f} s;")
+    print(f"the rest, per point: {statistics.median(rest):.2f} s (median over repeats)")
 
 
 if __name__ == "__main__":

@@ -81,7 +81,12 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         env = {**environment(), "device_type": "cuda" if ranks and ranks[0].get("device_name") else "cpu"}
         if ranks and ranks[0].get("device_name"):
             env["device_name"] = ranks[0]["device_name"]
-        env["slurm_restart_count"] = restarts
+        # the job is still RUNNING when it writes its own record; its final state/exit code are in sacct
+        env.update(
+            slurm_restart_count=restarts,
+            slurm_time_limit_s=payload.get("time_limit_s"),
+            slurm_elapsed_s=round(time.time() - self._t0, 1),
+        )
         record = Record(**self._base(env), **outcome, wall_time_s=time.perf_counter() - t_start)
         write_record(sweep_dir, record)
         return record.status
