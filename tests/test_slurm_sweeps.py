@@ -60,6 +60,8 @@ def test_the_2x2_grid_runs_as_one_job_array_with_two_ranks_as_two_slurm_tasks(sl
     for r in records:
         assert r.setup["world_size"] == 2
         assert "_" in r.env["slurm_job_id"]  # <array>_<task>
+        assert r.env["slurm_time_limit_s"] == 900  # ceil(timeout_s / 60) minutes
+        assert 0 < r.env["slurm_elapsed_s"] < 900
         job = slurm_2x2.sweep_dir / "slurm" / r.env["slurm_job_id"]
         assert sorted(p.name for p in job.glob("*_log.out")) == [
             f"{r.env['slurm_job_id']}_0_log.out",
