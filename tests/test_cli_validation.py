@@ -89,3 +89,20 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_directories(tmp_pat
     assert len(ids) == 2
     for d in dirs:
         assert len(iter_records(d)) == 1
+
+
+def test_resuming_a_sweep_directory_keeps_final_records_and_reruns_only_what_is_asked(sweeper_cli):
+    first = sweeper_cli("-m", "fsdp=full_shard", "zero=1,2")
+    sweep_dir = first.sweep_dir
+    before = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("points/*/result.json")}
+    assert len(before) == 2
+    again = sweeper_cli("-m", "fsdp=full_shard", "zero=1,2", f"hydra.sweep.dir={sweep_dir}")
+    assert again.proc.returncode == 0, again.output[-2000:]
+    assert {p: p.stat().st_mtime_ns for p in sweep_dir.glob("points/*/result.json")} == before  # not run again
+    assert json.loads((sweep_dir / "sweep.json").read_text())["resumed"] == 1
+    rerun = sweeper_cli(
+        "-m", "fsdp=full_shard", "zero=1,2", f"hydra.sweep.dir={sweep_dir}", "launcher.rerun_statuses=[invalid]"
+    )
+    assert rerun.proc.returncode == 0, rerun.output[-2000:]
+    assert len(list(sweep_dir.glob("points/*/result.0.json"))) == 2  # the earlier records are kept
+    assert len(iter_records(sweep_dir)) == 2

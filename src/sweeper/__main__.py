@@ -38,7 +38,8 @@ def main(cfg: DictConfig) -> str:
     info = read_sweep(sweep_dir)
     index = hc.job.num if multirun else 0
     with announce(index, info.get("n_points"), overrides):
-        record = run_point(spec, overrides, sweep_dir, info.get("sweep_id", sweep_dir.name))
+        rerun = frozenset(cfg.launcher.rerun_statuses)
+        record = run_point(spec, overrides, sweep_dir, info.get("sweep_id", sweep_dir.name), rerun)
     finished(index, info.get("n_points"), overrides, record)
     return record.status
 

@@ -19,9 +19,9 @@ from sweeper.envinfo import environment, library_versions
 from sweeper.hardware import local_device_type, unsupported_reason
 from sweeper.measure_summary import summarize_ranks
 from sweeper.record import (
-    FINAL_STATUSES,
     RESULT_FILE,
     Record,
+    existing_final_status,
     point_dir,
     read_record,
     write_json_atomic,
@@ -33,21 +33,21 @@ LOG_FILE = "ranks.log"
 KILL_GRACE_S = 10.0
 
 
-def run_point(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str) -> Record:
+def run_point(
+    spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str, rerun: frozenset[str] = frozenset()
+) -> Record:
     """Run (or refuse) one point and write its record to ``<sweep_dir>/points/<point_id>/result.json``.
 
-    A point that already has a final record is not run again; its record is returned (resume).
+    A point that already has a final record is not run again; its record is returned (resume), unless its status
+    is in ``rerun`` (``launcher.rerun_statuses``): then the old record is kept as ``result.<n>.json`` and it runs.
 
     Returns:
         The record written (or found). Never raises for a failing point: every outcome is a record.
     """
     pid = point_id(spec)
     pdir = point_dir(sweep_dir, pid)
-    existing = pdir / RESULT_FILE
-    if existing.exists():
-        old = read_record(existing)
-        if old.status in FINAL_STATUSES:
-            return old
+    if existing_final_status(sweep_dir, pid, rerun):
+        return read_record(pdir / RESULT_FILE)
     base = dict(
         sweep_id=sweep_id,
         point_id=pid,

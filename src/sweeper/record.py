@@ -161,3 +161,22 @@ def iter_records(sweep_dir: Path) -> list[Record]:
     """All records of a sweep directory, sorted by point id (unreadable files raise ValueError)."""
     root = Path(sweep_dir) / POINTS_DIR
     return [read_record(p) for p in sorted(root.glob(f"*/{RESULT_FILE}"))]
+
+
+def existing_final_status(sweep_dir: Path, point_id: str, rerun: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """The final status of a point that needs no new run, or None (no record, not final, or to be re-run).
+
+    A final record whose status is in ``rerun`` (e.g. ``{"error", "timeout"}``) is moved aside to
+    ``result.<n>.json`` (history kept, nothing lost) so that the point runs again.
+    """
+    path = point_dir(sweep_dir, point_id) / RESULT_FILE
+    if not path.exists():
+        return None
+    status = read_record(path).status
+    if status not in FINAL_STATUSES:
+        return None
+    if status in rerun:
+        n = len(list(path.parent.glob("result.*.json")))
+        path.rename(path.parent / f"result.{n}.json")
+        return None
+    return status

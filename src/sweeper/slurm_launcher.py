@@ -25,7 +25,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_json_atomic, write_record
+from sweeper.record import Record, existing_final_status, point_dir, write_json_atomic, write_record
 from sweeper.scheduler import SLURM_DIR, add_submitted, read_submitted, reconcile, sacct
 from sweeper.spec import InvalidPoint, PointSpec, from_config, point_id, replay_command, validate
 
@@ -113,7 +113,7 @@ class SlurmLauncher(Launcher):
             spec = from_config(cfg)
             pid = point_id(spec)
             base = dict(sweep_id=sweep_id, point_id=pid, overrides=ov, spec=spec.to_dict(), replay=replay_command(ov))
-            status = self._existing(sweep_dir, pid, rerun)
+            status = existing_final_status(sweep_dir, pid, rerun)
             if status is None and pid in alive:
                 status = "pending"  # queued or running from an earlier submission of this sweep
                 waiting.append(pid)
@@ -160,22 +160,6 @@ class SlurmLauncher(Launcher):
                 flush=True,
             )
         return returns
-
-    @staticmethod
-    def _existing(sweep_dir: Path, pid: str, rerun: set[str]) -> str | None:
-        """The final status of a point that needs no new run, or None. A final record whose status is in
-        ``rerun`` is moved to ``result.<n>.json`` (history kept, nothing lost) so that the point runs again."""
-        path = point_dir(sweep_dir, pid) / RESULT_FILE
-        if not path.exists():
-            return None
-        status = read_record(path).status
-        if status not in FINAL_STATUSES:
-            return None
-        if status in rerun:
-            n = len(list(path.parent.glob("result.*.json")))
-            path.rename(path.parent / f"result.{n}.json")
-            return None
-        return status
 
     def _submit(self, sweep_dir: Path, groups: dict, cluster: dict[str, Any]) -> list[Any]:
         import submitit
