@@ -150,14 +150,17 @@ def _root_failure(ranks: list[dict[str, Any]], spec: PointSpec, versions: dict[s
 
 
 def _signal_from_log(log_tail: str) -> str | None:
-    """The signal that killed the first failing rank, from torchrun's error summary ("Root Cause (first observed
-    failure)" section: ``Signal 9 (SIGKILL) received by PID``); the other ranks were then stopped with SIGTERM."""
-    log_tail = log_tail.rsplit("Root Cause", 1)[-1]
-    m = re.search(r"Signal \d+ \((SIG[A-Z]+)\)", log_tail)
-    if m:
-        return m.group(1)
-    m = re.search(r"exitcode\s*:\s*-(\d+)", log_tail)
-    return f"Signal {m.group(1)}" if m else None
+    """The signal that killed a rank, from torchrun's error summary (``Signal 9 (SIGKILL) received by PID``).
+
+    torchrun stops the surviving ranks with SIGTERM once one fails, and its "Root Cause" section names whichever
+    failure it observed first (sometimes a survivor's collective error), so any other signal in the summary is the
+    cause; SIGTERM only when it is the only one (e.g. the scheduler stopping the job).
+    """
+    names = re.findall(r"Signal \d+ \((SIG[A-Z0-9]+)\)", log_tail)
+    if not names:
+        m = re.search(r"exitcode\s*:\s*-(\d+)", log_tail)
+        return f"Signal {m.group(1)}" if m else None
+    return next((n for n in names if n != "SIGTERM"), names[0])
 
 
 def summarize_ranks(
