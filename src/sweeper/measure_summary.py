@@ -24,23 +24,16 @@ from sweeper.mfu import Peak, flops_per_token, mfu
 from sweeper.spec import PointSpec
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100) by linear interpolation between order statistics (numpy's default)."""
-    xs = sorted(values)
-    if len(xs) == 1:
-        return xs[0]
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 def summarize_step_times(times_s: list[float]) -> dict[str, float]:
-    """Median, p10 and p90 of step times in seconds."""
+    """Median, p10 and p90 of step times in seconds (deciles by linear interpolation between order statistics,
+    ``statistics.quantiles(method="inclusive")``, numpy's default)."""
+    if len(times_s) == 1:
+        return dict.fromkeys(("step_time_s_median", "step_time_s_p10", "step_time_s_p90"), times_s[0])
+    deciles = statistics.quantiles(times_s, n=10, method="inclusive")
     return {
         "step_time_s_median": statistics.median(times_s),
-        "step_time_s_p10": percentile(times_s, 10),
-        "step_time_s_p90": percentile(times_s, 90),
+        "step_time_s_p10": deciles[0],
+        "step_time_s_p90": deciles[8],
     }
 
 
