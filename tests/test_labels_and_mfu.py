@@ -47,6 +47,11 @@ def test_fsdp2_that_does_not_shard_is_caught():
     assert any("not sharded" in p for p in mismatches(spec(fsdp="full_shard"), s))
 
 
+def test_fewer_ranks_than_asked_is_caught():
+    problems = mismatches(spec(ranks_per_node=2), setup(world_size=1))
+    assert problems and "2 ranks asked" in problems[0] and "1 run" in problems[0]
+
+
 def test_fp16_that_silently_computes_fp32_is_caught():
     problems = mismatches(spec(precision="fp16"), setup(compute_dtype="float32"))
     assert problems and "float32" in problems[0] and "autocast" in problems[0]

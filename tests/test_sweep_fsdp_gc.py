@@ -58,6 +58,9 @@ def test_fsdp_labels_are_real_on_cpu(sweep):
         fsdp = sweep.by(fsdp="full_shard", gc=gc)
         assert ddp.setup["wrapper"] == "DistributedDataParallel"
         assert fsdp.setup["fsdp_version"] == 2 and fsdp.setup["fsdp_sharded"] is True
+        # sharding measured: this rank's parameter elements against the model's, counted before wrapping
+        assert fsdp.setup["local_param_count"] == 210_240 // 2 and fsdp.setup["param_count"] == 210_240
+        assert ddp.setup["local_param_count"] == ddp.setup["param_count"] == 210_240
         assert fsdp.setup["checkpointing_impl"] == ("fsdp" if gc else "none")  # case P02: FSDP-native under FSDP
         assert ddp.setup["checkpointing_impl"] == ("hf" if gc else "none")
         if gc:

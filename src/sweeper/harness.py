@@ -82,6 +82,7 @@ def run_rank(point_dir: Path) -> int:
         torch.manual_seed(spec.seed)
         model = build_model(spec)
         out["model"] = model_flops_inputs(model)
+        check.unsharded_params = out["model"]["param_count"]
         probe.attach(model)
         args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda)
         vocab = model.config.vocab_size

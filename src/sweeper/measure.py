@@ -23,8 +23,11 @@ import torch
 from transformers import TrainerCallback
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    """The part of a (possibly sharded) tensor that this rank holds: DTensor -> local shard."""
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The part of a (possibly sharded) tensor that this rank holds: DTensor -> local shard; DeepSpeed ZeRO-3
+    partitioned parameter -> its partition (the visible tensor is an empty placeholder)."""
+    if hasattr(t, "ds_tensor"):
+        t = t.ds_tensor
     return t.to_local() if hasattr(t, "to_local") else t
 
 
@@ -32,9 +35,7 @@ def tensor_bytes(t: torch.Tensor | None) -> int:
     """Bytes this rank holds for ``t`` (DTensor: local shard; DeepSpeed ZeRO-3 param: its partition)."""
     if t is None:
         return 0
-    if hasattr(t, "ds_tensor"):  # DeepSpeed ZeRO-3 partitioned parameter: the visible tensor is a placeholder
-        t = t.ds_tensor
-    t = _local(t)
+    t = local_tensor(t)
     return t.numel() * t.element_size()
 
 

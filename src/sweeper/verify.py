@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from sweeper.measure import DtypeProbe
+from sweeper.measure import DtypeProbe, local_tensor
 from sweeper.spec import PointSpec
 
 EXPECTED_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -23,15 +23,18 @@ class LabelMismatch(RuntimeError):
     """The point's label says one thing, the run does another (message says what and why)."""
 
 
-def observe_setup(trainer: Any, probe: DtypeProbe) -> dict[str, Any]:
+def observe_setup(trainer: Any, probe: DtypeProbe, unsharded_params: int) -> dict[str, Any]:
     """What really runs, read off a Trainer after its first step.
 
     Returns:
         ``world_size``, ``wrapper`` (class name of the outermost model wrapper), ``fsdp_enabled``,
-        ``fsdp_version``, ``fsdp_sharded`` (a parameter is a DTensor whose local shard is smaller than the full
-        tensor), ``deepspeed_stage`` (0 when DeepSpeed is off), ``compute_dtype``, ``checkpointing_impl``
-        (``none`` / ``hf`` / ``fsdp``), ``use_reentrant`` (None when checkpointing is off), ``device_type``,
-        ``param_count`` (unsharded).
+        ``fsdp_version``, ``fsdp_sharded`` (this rank holds fewer parameter elements than the unsharded model:
+        FSDP2 DTensor shards and FSDP1 flat parameters counted alike), ``local_param_count``,
+        ``deepspeed_stage`` (0 when DeepSpeed is off), ``compute_dtype``, ``checkpointing_impl`` (``none`` /
+        ``hf`` / ``fsdp``), ``use_reentrant`` (None when checkpointing is off), ``device_type``, ``param_count``.
+
+    Args:
+        unsharded_params: the model's parameter count, taken before the Trainer wrapped it.
     """
     args = trainer.args
     wrapped = trainer.model_wrapped
@@ -57,28 +60,18 @@ def observe_setup(trainer: Any, probe: DtypeProbe) -> dict[str, Any]:
         if isinstance(wrapped, FullyShardedDataParallel):
             setup["fsdp_version"] = 1
             setup["wrapper"] = "FullyShardedDataParallel"
-            setup["fsdp_sharded"] = args.world_size > 1  # FSDP1 flat parameters are sharded whenever world > 1
     except ImportError:  # pragma: no cover - torch without FSDP
         pass
-    for p in model.parameters():
-        if hasattr(p, "to_local"):
-            setup["fsdp_sharded"] = p.to_local().numel() < p.numel()
-            break
+    local = sum(local_tensor(p).numel() for p in wrapped.parameters())
+    setup["local_param_count"] = local
+    setup["fsdp_sharded"] = args.world_size > 1 and local < unsharded_params
     if trainer.is_deepspeed_enabled:
         engine = trainer.model_wrapped
         setup["deepspeed_stage"] = int(engine.zero_optimization_stage())
         setup["wrapper"] = type(engine).__name__
-    setup["param_count"] = _param_count(model, trainer)
+    setup["param_count"] = unsharded_params
     setup.update(_checkpointing(model, trainer))
     return setup
-
-
-def _param_count(model: torch.nn.Module, trainer: Any) -> int:
-    """Unsharded parameter count (DTensor: full shape; DeepSpeed ZeRO-3: ``ds_numel``)."""
-    n = 0
-    for p in model.parameters():
-        n += int(getattr(p, "ds_numel", p.numel()))
-    return n
 
 
 def _checkpointing(model: torch.nn.Module, trainer: Any) -> dict[str, Any]:
@@ -98,6 +91,8 @@ def mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
     """Every way ``setup`` (from :func:`observe_setup`) differs from what ``spec`` asks for; empty when truthful."""
     out = []
     world = setup["world_size"]
+    if world != spec.world_size:
+        out.append(f"{spec.world_size} ranks asked (ranks_per_node x nodes), but {world} run")
     if spec.fsdp != "none":
         version = 1 if spec.fsdp == "hybrid_shard" else 2
         if not setup["fsdp_enabled"] or setup["fsdp_version"] != version:
@@ -135,12 +130,13 @@ class LabelCheck(TrainerCallback):
         self.spec = spec
         self.probe = probe
         self.trainer: Any = None
+        self.unsharded_params = 0  # set by the harness from the model before the Trainer wraps it
         self.setup: dict[str, Any] = {}
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step != 1:
             return
-        self.setup = observe_setup(self.trainer, self.probe)
+        self.setup = observe_setup(self.trainer, self.probe, self.unsharded_params)
         problems = mismatches(self.spec, self.setup)
         if problems:
             raise LabelMismatch("; ".join(problems))
