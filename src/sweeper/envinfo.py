@@ -5,6 +5,7 @@ Read from package metadata and /proc, without importing torch (the driver stays 
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -15,8 +16,10 @@ from typing import Any
 LIBRARIES = ("torch", "transformers", "accelerate", "deepspeed", "hydra-core", "submitit", "wandb")
 
 
+@functools.cache
 def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries a result depends on (read from package metadata, no imports)."""
+    """Installed versions of the libraries a result depends on (read from package metadata once per process,
+    no imports). Callers must not mutate the returned dict."""
     out = {}
     for name in LIBRARIES:
         try:

@@ -95,24 +95,24 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         """USR2 on rank 0: record a timeout (no requeue) or requeue a preempted point (see the module doc)."""
         elapsed = time.time() - self._t0
         limit = payload.get("time_limit_s") or 0
-        if signal_cause(elapsed, limit, self.signal_delay_s) == "timeout":
-            self._write(
-                "timeout",
-                f"SLURM time limit: signalled after {elapsed:.0f} s of {limit} s requested "
-                f"(job {os.environ.get('SLURM_JOB_ID')}); raise cluster.time_limit_min or timeout_s",
-                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": slurm_job_id()},
-            )
-            return None
         restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
-        if restarts >= self.max_requeues:
-            self._write(
-                "preempted",
-                f"preempted after {elapsed:.0f} s of {limit} s, already requeued {restarts} times "
-                f"(cluster.max_requeues={self.max_requeues})",
-                failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": slurm_job_id()},
+        job = slurm_job_id()
+        if signal_cause(elapsed, limit, self.signal_delay_s) == "timeout":
+            status = "timeout"
+            reason = (
+                f"SLURM time limit: signalled after {elapsed:.0f} s of {limit} s requested (job {job}); "
+                "raise cluster.time_limit_min or timeout_s"
             )
-            return None
-        return submitit.helpers.DelayedSubmission(self, payload)
+        elif restarts >= self.max_requeues:
+            status = "preempted"
+            reason = (
+                f"preempted after {elapsed:.0f} s of {limit} s, already requeued {restarts} times "
+                f"(cluster.max_requeues={self.max_requeues})"
+            )
+        else:
+            return submitit.helpers.DelayedSubmission(self, payload)  # requeue: the point starts again
+        self._write(status, reason, failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": job})
+        return None
 
     def _base(self, env: dict[str, Any]) -> dict[str, Any]:
         p = self._payload or {}
