@@ -34,6 +34,12 @@ ENV = {
 }
 
 
+def read_md(path) -> str:
+    """report.md with the padding of its (tabulate-aligned) table cells squeezed: ``| 3.00 |`` whatever the width."""
+    lines = Path(path).read_text().splitlines()
+    return "\n".join(re.sub(r" *\| *", " | ", ln).strip() if ln.startswith("|") else ln for ln in lines)
+
+
 def spec(fsdp: str, gc: bool) -> dict:
     return {
         "model": "tiny",
@@ -167,7 +173,7 @@ def test_build_report_writes_csv_and_parquet_with_the_same_rows(sweep: Path):
 def test_report_md_marks_the_frontier_and_lists_failures_and_replays(sweep: Path):
     md = build_report(sweep)
     assert md == sweep / "report.md"
-    text = md.read_text()
+    text = read_md(md)
     assert "# Sweep sw-test" in text
     assert "node-7" in text and "4242" in text  # environment, SLURM job id
     assert "**fsdp**: `full_shard`, `none`" in text  # grid axis that varies
@@ -217,7 +223,7 @@ def test_png_is_written(sweep: Path):
 def test_a_sweep_of_failures_only_has_no_frontier(tmp_path: Path):
     write_record(tmp_path, OOM)
     write_record(tmp_path, ERROR)
-    text = build_report(tmp_path).read_text()
+    text = read_md(build_report(tmp_path))
     assert "No point finished with status ok" in text and "★ |" not in text
     assert OOM.reason in text and ERROR.reason in text
     assert_png(tmp_path / "frontier.png")
@@ -226,7 +232,7 @@ def test_a_sweep_of_failures_only_has_no_frontier(tmp_path: Path):
 
 def test_an_empty_sweep_still_gets_a_report(tmp_path: Path):
     (tmp_path / "points").mkdir()
-    text = build_report(tmp_path).read_text()
+    text = read_md(build_report(tmp_path))
     assert "No points" in text
     assert len(pd.read_parquet(tmp_path / "results.parquet")) == 0
     assert_png(tmp_path / "frontier.png")
@@ -297,7 +303,7 @@ def big_sweep(sweep_dir: Path) -> list[Record]:
 
 def test_a_big_sweep_shows_at_most_max_rows_per_table_and_every_frontier_point(tmp_path: Path):
     records = big_sweep(tmp_path)
-    text = build_report(tmp_path, max_rows=50).read_text()
+    text = read_md(build_report(tmp_path, max_rows=50))
     csv = pd.read_csv(tmp_path / "results.csv", dtype={"point_id": str})
     assert len(csv) == 500 and len(pd.read_parquet(tmp_path / "results.parquet")) == 500
     frontier = set(csv.loc[csv["on_frontier"], "point_id"])
@@ -329,7 +335,7 @@ def test_a_big_sweep_shows_at_most_max_rows_per_table_and_every_frontier_point(t
     assert "<b>370 rows left out</b>" in page and "<b>30 rows left out</b>" in page
     assert "peak mem: 1.00 GiB" in page  # every point is still plotted
 
-    everything = build_report(tmp_path, max_rows=None).read_text()
+    everything = read_md(build_report(tmp_path, max_rows=None))
     assert "left out" not in everything
     assert all(f"| {r.point_id} |" in everything and r.replay in everything for r in records)
 
@@ -370,7 +376,7 @@ def section(text: str, title: str) -> str:
 
 
 def test_memory_below_one_gib_is_shown_in_mib_everywhere(cpu_sweep: Path):
-    text = build_report(cpu_sweep).read_text()
+    text = read_md(build_report(cpu_sweep))
     results = section(text, "Results")
     assert "peak mem (MiB)" in results and "(GiB)" not in results
     row = next(line for line in results.splitlines() if "cccc00000002" in line)
@@ -401,7 +407,7 @@ def test_memory_unit_switches_to_gib_at_one_gib():
 
 
 def test_mfu_peak_note_names_the_measurement_once_with_the_range(cpu_sweep: Path):
-    text = build_report(cpu_sweep).read_text()
+    text = read_md(build_report(cpu_sweep))
     notes = section(text, "How each number was measured")
     assert notes.count("fp32 matmul") == 1
     assert (
@@ -453,7 +459,7 @@ def test_point_labels_stay_inside_the_plot():
 
 
 def test_frontier_footnote_gives_the_full_definition(sweep: Path):
-    text = build_report(sweep).read_text()
+    text = read_md(build_report(sweep))
     assert (
         "★ = on the Pareto frontier: no other ok point is at least as fast (tokens/s per device) with no more peak "
         "memory, and strictly better in one of the two."
@@ -469,7 +475,7 @@ def test_the_grid_lists_at_most_20_values_of_a_key(tmp_path: Path):
     for r in points:
         (tmp_path / "points" / r.point_id).mkdir(parents=True)
         (tmp_path / "points" / r.point_id / "result.json").write_text(json.dumps(r.to_dict()))
-    grid = section(build_report(tmp_path).read_text(), "Grid")
+    grid = section(read_md(build_report(tmp_path)), "Grid")
     line = next(line for line in grid.splitlines() if line.startswith("- **seed**"))
     assert "`19`, … and 40 more (up to `59`)" in line and "`20`" not in line
     huge = _grid_values(list(range(10_000)))
@@ -477,7 +483,7 @@ def test_the_grid_lists_at_most_20_values_of_a_key(tmp_path: Path):
 
 
 def test_booleans_are_spelled_as_on_the_command_line(cpu_sweep: Path, sweep: Path):
-    text = build_report(cpu_sweep).read_text()
+    text = read_md(build_report(cpu_sweep))
     assert "- **gc**: `false`, `true`" in section(text, "Grid")
     assert "`use_reentrant=false`" in section(text, "Grid")
     rows = [line for line in section(text, "Results").splitlines() if "| cccc" in line]
@@ -493,5 +499,5 @@ def test_booleans_are_spelled_as_on_the_command_line(cpu_sweep: Path, sweep: Pat
         "fsdp=none gc=false",
         "fsdp=none gc=true",
     ]
-    failures = section(build_report(sweep).read_text(), "Failures")
+    failures = section(read_md(build_report(sweep)), "Failures")
     assert "| true |" in failures and "| false |" in failures and "True" not in failures

@@ -308,17 +308,15 @@ def _mem_unit(df: pd.DataFrame) -> tuple[str, int]:
 
 
 def _md_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table of a frame of display strings (no ``tabulate`` needed)."""
-
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
+    """A Markdown (pipe) table of a frame of display strings, via ``DataFrame.to_markdown`` (tabulate); columns
+    whose every cell is a number are right-aligned."""
     numeric = re.compile(r"^-?[\d,.]+(e[+-]?\d+)?%?$|^—$")
     right = [bool(len(df)) and all(numeric.match(str(v)) for v in df[c]) for c in df.columns]
-    lines = ["| " + " | ".join(cell(c) for c in df.columns) + " |"]
-    lines.append("| " + " | ".join("---:" if r else "---" for r in right) + " |")
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
+    cells = df.map(lambda v: str(v).replace("|", "\\|").replace("\n", " "))
+    cells.columns = [str(c).replace("|", "\\|") for c in df.columns]
+    return cells.to_markdown(
+        index=False, tablefmt="pipe", disable_numparse=True, colalign=["right" if r else "left" for r in right]
+    )
 
 
 def _grid(records: Sequence[Record]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
