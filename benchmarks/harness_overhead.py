@@ -45,7 +45,7 @@ rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 timed = range(spec["warmup_steps"], spec["warmup_steps"] + spec["timed_steps"])
 steps = timed.stop + spec["memory_steps"] + spec["profile_steps"]
 
-class Tokens(torch.utils.data.Dataset):  # as sweeper.trainer_setup.SyntheticTokens
+class Tokens(torch.utils.data.Dataset):  # as sweeper.job.trainer_setup.SyntheticTokens
     def __init__(self, n, seq_len, vocab, seed):
         self.ids = torch.randint(0, vocab, (n, seq_len), generator=torch.Generator().manual_seed(seed))
     def __len__(self): return len(self.ids)

@@ -8,8 +8,8 @@ Needs the development cluster (``eval "$(bash slurm/dev-cluster.sh start | tail 
    call alone as sweeper prints it. The array is cancelled right after (its points would train for minutes).
 2. **time to all results** for N trivial points: the same submitit executor settings as ``launcher=slurm``
    (one array, one task per point) running a function that only writes an ``ok`` record, then sweeper's
-   collection loop (:func:`sweeper.scheduler.reconcile`, one ``sacct`` call per pass, 1 s apart) until every
-   point is final. Measures scheduler throughput plus sweeper's polling, not training.
+   collection loop (:func:`sweeper.launchers.slurm.accounting.reconcile`, one ``sacct`` call per pass, 1 s
+   apart) until every point is final. Measures scheduler throughput plus sweeper's polling, not training.
 3. **collection**: M synthetic result files (hand-made ``ok``/``oom``/``error`` records) -> ``build_report``
    (CSV, Parquet, Markdown, HTML, PNG) and ``python -m sweeper.status``.
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import submitit
 
-from sweeper.record import Record, write_record
-from sweeper.scheduler import add_submitted, reconcile
+from sweeper.launchers.slurm.accounting import add_submitted, reconcile
+from sweeper.results.record import Record, write_record
 
 
 def trivial_point(payload: dict) -> str:

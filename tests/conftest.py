@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.record import iter_records
+from sweeper.results.record import iter_records
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,12 @@
-"""sweeper: which distributed-training configuration is fastest and still fits in memory?
+"""sweeper: which distributed-training configuration is fastest and still fits in memory.
 
-Flow: Hydra grid -> point spec (:mod:`sweeper.spec`) -> job (:mod:`sweeper.launch`, ranks run
-:mod:`sweeper.harness`) -> result record (:mod:`sweeper.record`) -> frontier and report (:mod:`sweeper.report`).
+The packages follow the stages of a sweep (``docs/architecture.md``):
+
+- :mod:`sweeper.grid`: the config schema, Hydra composition, the point spec;
+- :mod:`sweeper.point`: one point's lifecycle, its identity and the gate;
+- :mod:`sweeper.launchers`: where ranks run (local torchrun; SLURM submit, in-job, accounting);
+- :mod:`sweeper.job`: the rank side (the only package that imports torch);
+- :mod:`sweeper.results`: the record, the typed row, collection;
+- :mod:`sweeper.report`: the frontier and the report;
+- :mod:`sweeper.failures`: failure classification.
 """
-
-__version__ = "0.1.0"

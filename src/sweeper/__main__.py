@@ -1,24 +1,34 @@
 """``python -m sweeper [-m] key=value ...``: run one grid point, or a grid with ``-m`` (Hydra multirun).
 
-Each point is validated, then run by :func:`sweeper.launch.run_point` in its own ranks; its record lands in the
-sweep directory. When the multirun ends the report is built and its path printed as the last line.
-A single point (no ``-m``) that is invalid exits with status 2 before any rank starts.
+Each point goes through :mod:`sweeper.point.lifecycle` (identity, gate, ranks, record); its record lands in the
+sweep directory. When the run ends the report is built and its path printed as the last line.
+
+Exit status (``docs/failures.md``):
+
+- a single point: 0 when it is ``ok``; 1 for any other final status (oom, error, timeout, host_oom, ...);
+  2 when it is refused before launch (invalid or unsupported: no directory is made, no rank starts);
+- a grid (``-m``): 0 when every point has a record and the report is written, whatever the points' statuses;
+  non-zero only when the grid itself cannot run (a misspelt value refused by Hydra for the whole grid).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from sweeper.config import register_configs
+from sweeper.grid.schema import register_configs
 from sweeper.paths import conf_dir
-from sweeper.sweepdir import read_sweep, register_resolver
+from sweeper.results.sweepdir import read_sweep, register_resolver
 
 register_configs()
 register_resolver()
+
+#: The status of the last single point this process ran (its exit code is derived from it).
+_single_status: list[str] = []
 
 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
@@ -26,23 +36,33 @@ def main(cfg: DictConfig) -> str:
     """Hydra task function: one grid point. Returns the point's status."""
     from hydra.types import RunMode
 
-    from sweeper.launch import run_point
-    from sweeper.progress import announce, finished
-    from sweeper.spec import from_config
+    from sweeper.grid.spec import from_config
+    from sweeper.launchers.local import run_point
+    from sweeper.launchers.progress import announce, finished
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_dir = Path(hc.sweep.dir if multirun else hc.run.dir)
     overrides = list(hc.overrides.task)
-    spec = from_config(cfg)  # a single invalid point was already refused by ReportCallback.on_run_start
+    spec = from_config(cfg)  # a single refused point was already stopped by ReportCallback.on_run_start
     info = read_sweep(sweep_dir)
     index = hc.job.num if multirun else 0
     with announce(index, info.get("n_points"), overrides):
         rerun = frozenset(cfg.launcher.rerun_statuses)
         record = run_point(spec, overrides, sweep_dir, info.get("sweep_id", sweep_dir.name), rerun)
     finished(index, info.get("n_points"), overrides, record)
+    if not multirun:
+        _single_status.append(record.status)
     return record.status
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """Entry point of ``python -m sweeper`` and the ``sweeper`` script: runs :func:`main`, then exits with the
+    status described in the module doc."""
     main()
+    if _single_status and _single_status[-1] != "ok":
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    cli()

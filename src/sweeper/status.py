@@ -1,8 +1,8 @@
 """``python -m sweeper.status <sweep_dir>``: counts per status of a sweep, asking SLURM about submitted points.
 
-Points the scheduler has ended without a result get their record here (see :func:`sweeper.scheduler.reconcile`);
-points still queued or running count as ``pending``. Exit code 0 when every point is final, 3 while some are
-pending, 2 for a path that is not a sweep directory.
+Points the scheduler has ended without a result get their record here (see
+:func:`sweeper.launchers.slurm.accounting.reconcile`); points still queued or running count as ``pending``.
+Exit code 0 when every point is final, 3 while some are pending, 2 for a path that is not a sweep directory.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sweeper.record import POINTS_DIR
+from sweeper.results.record import POINTS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = sweep_info(sweep_dir)
     if (sweep_dir / "submitted.json").exists():
-        from sweeper.scheduler import reconcile
+        from sweeper.launchers.slurm.accounting import reconcile
 
         reconcile(sweep_dir, info.get("sweep_id", sweep_dir.name))
     counts = Counter(r.status for r in collect_records(sweep_dir))

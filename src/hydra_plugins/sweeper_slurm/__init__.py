@@ -2,25 +2,25 @@
 
 - :class:`SweeperSlurmLauncher` (``hydra/launcher=sweeper_slurm``, selected by ``launcher=slurm``),
 - :class:`SweeperBasicSweeper` (``hydra/sweeper=sweeper_basic``, the default): Hydra's basic sweeper, with the
-  batch validated by :func:`sweeper.compose.compose_points` (one composition per group choice, not per point).
+  batch validated by :func:`sweeper.grid.compose.compose_points` (one composition per group choice, not per point).
 """
 
 from collections.abc import Sequence
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
-from sweeper.slurm_launcher import SlurmLauncher
+from sweeper.launchers.slurm.submit import SlurmLauncher
 
 
 class SweeperSlurmLauncher(SlurmLauncher):
-    """``launcher=slurm``: see :mod:`sweeper.slurm_launcher`."""
+    """``launcher=slurm``: see :mod:`sweeper.launchers.slurm.submit`."""
 
 
 class SweeperBasicSweeper(BasicSweeper):
     """Hydra's basic sweeper; every point of a batch is still composed (and refused on a bad value) before any job
-    starts, but fast (see :mod:`sweeper.compose`)."""
+    starts, but fast (see :mod:`sweeper.grid.compose`)."""
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from sweeper.compose import compose_points
+        from sweeper.grid.compose import compose_points
 
         compose_points(self.hydra_context.config_loader, self.config, batch)

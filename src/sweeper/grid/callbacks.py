@@ -1,0 +1,67 @@
+"""Hydra callbacks: open the sweep directory before the first job, build the report after the last.
+
+Registered in ``conf/config.yaml`` under ``hydra.callbacks``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from sweeper.results.sweepdir import open_sweep
+
+
+def grid_size(config: DictConfig) -> int | None:
+    """Number of points Hydra's basic sweeper will launch (CLI sweep overrides x ``hydra.sweeper.params``), or
+    None when it cannot be computed (another sweeper plugin)."""
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        params = config.hydra.sweeper.get("params")
+        params = OmegaConf.to_container(params, resolve=False) if params else {}
+        args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+        parsed = OverridesParser.create().parse_overrides(args)
+        return sum(len(b) for b in BasicSweeper.split_arguments(parsed, None))
+    except Exception:  # noqa: BLE001 - progress display only
+        return None
+
+
+class ReportCallback(Callback):
+    """Opens ``sweep.json`` at the start; writes results.csv/parquet, report.md/html and frontier.png at the end and
+    prints the report's path as the last line."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        open_sweep(Path(config.hydra.sweep.dir), "multirun", grid_size(config), list(config.hydra.overrides.task))
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single point: the gate runs before Hydra creates any directory; a refusal exits 2, no rank starts."""
+        from sweeper.grid.spec import from_config
+        from sweeper.point.gate import InvalidPoint, check
+        from sweeper.point.lifecycle import target_for
+
+        spec = from_config(config)
+        launcher = config.launcher.name if "launcher" in config else "local"
+        try:
+            check(spec, target_for(spec, launcher, OmegaConf.to_container(config.cluster, resolve=True)))
+        except InvalidPoint as e:
+            print(f"sweeper: {e.status} point ({', '.join(e.keys)}): {e}", file=sys.stderr)
+            sys.exit(2)
+        open_sweep(Path(config.hydra.run.dir), "run", 1, list(config.hydra.overrides.task))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        _report(Path(config.hydra.sweep.dir))
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        _report(Path(config.hydra.run.dir))
+
+
+def _report(sweep_dir: Path) -> None:
+    from sweeper.report import build_report
+
+    path = build_report(sweep_dir)
+    print(f"Report: {path}", flush=True)

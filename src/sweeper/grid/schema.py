@@ -1,0 +1,190 @@
+"""The typed configuration schema, registered in Hydra's ConfigStore.
+
+The YAML files in ``conf/`` give the defaults; this schema gives every key its type, so Hydra refuses a misspelt
+value (``precision=bf61``) or a wrong type (``per_device_batch_size=four``) for *every* point of a grid before any
+job starts. Cross-key rules (FSDP together with ZeRO, sequence length over the model's maximum, ...) live in
+:mod:`sweeper.point.gate`. Names follow ``TrainingArguments`` (``fsdp``, ``fsdp_config``,
+``per_device_train_batch_size`` is spelled ``per_device_batch_size`` here as in the product brief) and DeepSpeed
+(``zero`` is ``zero_optimization.stage``).
+
+This module imports neither torch nor transformers: composing a 1,000-point grid must not wait for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+
+class Fsdp(str, Enum):
+    """FSDP sharding strategy (``TrainingArguments.fsdp``; FSDP2 ``reshard_after_forward`` semantics)."""
+
+    none = "none"
+    full_shard = "full_shard"  # ZeRO-3-like: params, grads and optimizer state sharded
+    shard_grad_op = "shard_grad_op"  # ZeRO-2-like: params kept unsharded between forward and backward
+    hybrid_shard = "hybrid_shard"  # full_shard inside a node, replicate across nodes
+
+
+class Precision(str, Enum):
+    """Training precision: ``fp32``, or autocast with fp32 master weights (``bf16=True`` / ``fp16=True``)."""
+
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+class Dtype(str, Enum):
+    """dtype the model's weights are created in (``torch_dtype``); fp32 unless you know why not."""
+
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+class Device(str, Enum):
+    """Where ranks run: ``auto`` picks CUDA when present, else CPU."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+@dataclass
+class ModelConfig:
+    """An architecture, built with ``AutoModelForCausalLM.from_config`` (no weights are downloaded)."""
+
+    name: str = "tiny"
+    # transformers model_type, e.g. "llama", "gpt2"
+    model_type: str = "llama"
+    # class name of the repeated decoder block: FSDP auto-wrap unit and checkpointing unit
+    decoder_layer: str = "LlamaDecoderLayer"
+    # the published architecture numbers, passed to the config class
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterConfig:
+    """Where SLURM jobs go and what each asks for (``cluster=<name>``, files in ``conf/cluster/``).
+
+    Names follow sbatch (https://slurm.schedmd.com/sbatch.html); ranks per node and nodes belong to the point.
+    """
+
+    name: str = "local"
+    # sbatch --partition / --account / --qos / --constraint
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    # GPUs per node (sbatch --gpus-per-node); 0 = CPU ranks
+    gpus_per_node: int = 0
+    # the partition's GPU model, e.g. "NVIDIA H100 80GB HBM3": bf16 support (case P04), memory lines in the report
+    gpu_name: str | None = None
+    # GPU memory per device, GiB (2**30 bytes), for "fits on this card" lines
+    gpu_mem_gib: float | None = None
+    # sbatch --cpus-per-task (per rank)
+    cpus_per_task: int = 1
+    # sbatch --mem, per node, sbatch syntax ("4G", "500M"); null = the partition's default
+    mem: str | None = None
+    # sbatch --time in minutes; null = ceil(timeout_s / 60) of the point
+    time_limit_min: int | None = None
+    # sbatch --array=...%P: how many points run at once
+    array_parallelism: int = 64
+    # shell lines run before the job in the sbatch script (module loads, venv activation)
+    setup: list[str] = field(default_factory=list)
+    # any other sbatch parameter, e.g. {exclusive: true, reservation: abc}
+    sbatch_extra: dict[str, Any] = field(default_factory=dict)
+    # seconds before the time limit that SLURM signals the job (USR2) so it records a timeout itself
+    signal_delay_s: int = 30
+    # times a preempted point is requeued before it is recorded as preempted
+    max_requeues: int = 2
+
+
+@dataclass
+class LauncherConfig:
+    """How points are launched: ``launcher=local`` (ranks on this machine) or ``launcher=slurm``."""
+
+    name: str = "local"
+    # slurm: block until every point has a final result (true), or submit and return at once (false)
+    wait: bool = True
+    # slurm: seconds between two looks at the queue while waiting
+    poll_interval_s: float = 5.0
+    # re-launch points whose final status is one of these when resuming a sweep directory (e.g. [error, oom])
+    rerun_statuses: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweeperConfig:
+    """One grid point. Every field can be swept with ``-m key=a,b``."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    # FSDP strategy (TrainingArguments.fsdp); "none" = DDP (or DeepSpeed when zero > 0)
+    fsdp: Fsdp = Fsdp.none
+    # extra keys merged into TrainingArguments.fsdp_config (version, auto-wrap and checkpointing are set for you)
+    fsdp_config: dict[str, Any] = field(default_factory=dict)
+    # gradient/activation checkpointing: HF's under DDP/DeepSpeed, FSDP-native under FSDP (case P02)
+    gc: bool = False
+    # torch.utils.checkpoint use_reentrant, always passed explicitly (case P01)
+    use_reentrant: bool = False
+    precision: Precision = Precision.fp32
+    model_dtype: Dtype = Dtype.float32
+    # DeepSpeed zero_optimization.stage; 0 = no DeepSpeed
+    zero: int = 0
+    # extra keys merged into the generated DeepSpeed config
+    deepspeed_config: dict[str, Any] = field(default_factory=dict)
+    # per-device micro-batch (TrainingArguments.per_device_train_batch_size), samples
+    per_device_batch_size: int = 4
+    # tokens per sample
+    seq_len: int = 128
+    # TrainingArguments.gradient_accumulation_steps
+    grad_accum: int = 1
+    # ranks (processes, one per device) per node, and nodes
+    ranks_per_node: int = 2
+    nodes: int = 1
+    device: Device = Device.auto
+    # optimizer steps: warm-up (dropped), timed (step time), memory-tracked, profiled; run in that order
+    warmup_steps: int = 3
+    timed_steps: int = 8
+    memory_steps: int = 1
+    profile_steps: int = 2
+    # evaluation after training (off by default; on: eval_accumulation_steps bounds eval memory, case P05)
+    eval: bool = False
+    seed: int = 0
+    # wall-clock limit of one point, seconds; a point past it is killed and recorded as timeout
+    timeout_s: float = 900.0
+    # any other TrainingArguments field, passed through (``+training_args.max_grad_norm=0.5``)
+    training_args: dict[str, Any] = field(default_factory=dict)
+    # extra TrainerCallbacks, as Hydra ``_target_`` dicts instantiated inside each rank
+    callbacks: list[Any] = field(default_factory=list)
+    # write a torch.profiler chrome trace per rank (large for big models)
+    profile_trace: bool = True
+    # host-memory limit of one local point (all its ranks together), GiB (2**30 bytes); null = derived from this
+    # machine's memory (docs/measurement.md). Past it the point is stopped and recorded host_oom.
+    host_mem_limit_gib: float | None = None
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+
+def register_configs() -> None:
+    """Register the schema as ``sweeper_schema`` (used by ``conf/config.yaml``'s defaults list) and every named
+    grid in ``sweeps/*.yaml`` as an option of the ``sweeps`` group (``+sweeps=fsdp-gc``)."""
+    from omegaconf import OmegaConf
+
+    from sweeper.paths import sweeps_dir
+
+    cs = ConfigStore.instance()
+    cs.store(name="sweeper_schema", node=SweeperConfig)
+    for path in sorted(sweeps_dir().glob("*.yaml")):
+        cs.store(group="sweeps", name=path.stem, node=OmegaConf.load(path), package="_global_")
+    cs.store(
+        group="hydra/launcher",
+        name="sweeper_slurm",
+        node={"_target_": "hydra_plugins.sweeper_slurm.SweeperSlurmLauncher"},
+    )
+    cs.store(
+        group="hydra/sweeper",
+        name="sweeper_basic",
+        node={"_target_": "hydra_plugins.sweeper_slurm.SweeperBasicSweeper", "max_batch_size": None, "params": None},
+    )

@@ -1,0 +1,117 @@
+"""The point spec: one grid point as canonical plain data.
+
+Flow: Hydra composes a config per point -> :func:`from_config` turns it into a :class:`PointSpec` (plain values,
+no OmegaConf, no live objects, so it pickles for SLURM and replays exactly) -> :mod:`sweeper.point.gate` refuses
+what cannot work, before any rank starts -> :func:`sweeper.point.identity.point_id` names it.
+
+No torch import here: validating a large grid must stay fast.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Config keys that hold a model's maximum sequence length, by transformers' naming.
+_MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length")
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """Everything one point needs, as plain data (see :class:`sweeper.grid.schema.SweeperConfig` for each key).
+
+    ``model`` is the architecture's name; ``model_type``, ``decoder_layer`` and ``model_config`` carry its numbers.
+    """
+
+    model: str
+    model_type: str
+    decoder_layer: str
+    model_config: dict[str, Any]
+    fsdp: str
+    fsdp_config: dict[str, Any]
+    gc: bool
+    use_reentrant: bool
+    precision: str
+    model_dtype: str
+    zero: int
+    deepspeed_config: dict[str, Any]
+    per_device_batch_size: int
+    seq_len: int
+    grad_accum: int
+    ranks_per_node: int
+    nodes: int
+    device: str
+    warmup_steps: int
+    timed_steps: int
+    memory_steps: int
+    profile_steps: int
+    eval: bool
+    seed: int
+    timeout_s: float
+    training_args: dict[str, Any] = field(default_factory=dict)
+    callbacks: list[Any] = field(default_factory=list)
+    profile_trace: bool = True
+    host_mem_limit_gib: float | None = None
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks = ranks_per_node x nodes."""
+        return self.ranks_per_node * self.nodes
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps the Trainer runs: warm-up + timed + memory + profiled."""
+        return self.warmup_steps + self.timed_steps + self.memory_steps + self.profile_steps
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of every field (JSON-serialisable)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PointSpec:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**data)
+
+
+def from_config(cfg: Any) -> PointSpec:
+    """Build a spec from a composed Hydra config (DictConfig or plain dict of :class:`SweeperConfig` shape)."""
+    if not isinstance(cfg, dict):
+        from omegaconf import OmegaConf
+
+        keys = [k for k in cfg.keys() if k != "hydra"]  # hydra's own node may not resolve outside a job
+        cfg = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True, enum_to_str=True)
+    cfg = dict(cfg)
+    cfg.pop("hydra", None)
+    model = cfg.pop("model")
+    return PointSpec(
+        model=model["name"],
+        model_type=model["model_type"],
+        decoder_layer=model["decoder_layer"],
+        model_config=dict(model.get("config") or {}),
+        **{k: _plain(v) for k, v in cfg.items() if k in PointSpec.__dataclass_fields__},
+    )
+
+
+def _plain(v: Any) -> Any:
+    """Enums to their value, leave everything else."""
+    return getattr(v, "value", v)
+
+
+def model_max_seq_len(spec: PointSpec) -> int | None:
+    """The architecture's maximum sequence length in tokens, or None when its config does not state one."""
+    for key in _MAX_POSITION_KEYS:
+        if spec.model_config.get(key):
+            return int(spec.model_config[key])
+    return None
+
+
+def replay_command(overrides: list[str]) -> str:
+    """A shell command that runs this point alone again: ``python -m sweeper <overrides>``."""
+    return " ".join(["python -m sweeper", *(shlex.quote(_cli_value(o)) for o in overrides)])
+
+
+def _cli_value(override: str) -> str:
+    """``gc=True`` (how Hydra's sweeper spells a swept bool) back to the CLI's ``gc=true``."""
+    key, sep, value = override.partition("=")
+    return f"{key}={value.lower()}" if sep and value in ("True", "False") else override

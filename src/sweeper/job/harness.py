@@ -1,0 +1,177 @@
+"""The job harness inside one rank: ``python -m sweeper.job.harness <point_dir>`` (started by torchrun / srun).
+
+Reads ``<point_dir>/spec.json``, builds the model and synthetic data, sets up the Trainer, runs warm-up + timed +
+memory + profiled steps (see :mod:`sweeper.job.measure`), verifies the labels (see :mod:`sweeper.job.verify`) and writes
+``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw exception (type, message, traceback, phase,
+step). The driver (:mod:`sweeper.launchers.local`) merges the rank files into the point's result record and classifies
+failures; a rank never decides the point's status alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from sweeper.grid.spec import PointSpec
+from sweeper.results.atomic import write_json_atomic
+
+RANK_FILE = "rank{rank}.json"
+
+
+def model_flops_inputs(model: Any) -> dict[str, int]:
+    """The numbers :func:`sweeper.results.mfu.flops_per_token` needs, read off an unwrapped HF model.
+
+    ``non_embedding_params`` = unique parameters minus the input token embedding; with tied embeddings the
+    output projection still does its matmul, so it is added back.
+    """
+    cfg = model.config
+    total = sum(p.numel() for p in model.parameters())
+    emb = model.get_input_embeddings().weight
+    out = model.get_output_embeddings()
+    tied = out is not None and out.weight is emb
+    layers = getattr(cfg, "num_hidden_layers", None) or cfg.n_layer
+    heads = getattr(cfg, "num_attention_heads", None) or cfg.n_head
+    hidden = getattr(cfg, "hidden_size", None) or cfg.n_embd
+    head_dim = getattr(cfg, "head_dim", None) or hidden // heads
+    return {
+        "param_count": total,
+        "non_embedding_params": total - emb.numel() + (emb.numel() if tied else 0),
+        "num_layers": int(layers),
+        "num_heads": int(heads),
+        "head_dim": int(head_dim),
+    }
+
+
+def run_rank(point_dir: Path) -> int:
+    """Run this rank's part of the point; always writes its rank file. Returns the process exit code."""
+    import torch
+
+    from sweeper.job.measure import (
+        DtypeProbe,
+        LossLog,
+        MemoryWindow,
+        PhaseTracker,
+        ProfilerWindow,
+        StepTimer,
+        Windows,
+    )
+    from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
+    from sweeper.job.verify import LabelCheck
+
+    spec = PointSpec.from_dict(json.loads((point_dir / "spec.json").read_text()))
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    use_cuda = spec.device != "cpu" and torch.cuda.is_available()
+    out: dict[str, Any] = {"rank": rank, "world_size": world, "pid": os.getpid(), "host": os.uname().nodename}
+    phase = PhaseTracker()
+    windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps)
+    timer = StepTimer(windows, use_cuda)
+    memory = MemoryWindow(windows, use_cuda)
+    profiler = ProfilerWindow(windows, use_cuda, point_dir, rank, spec.profile_trace)
+    probe = DtypeProbe()
+    losses = LossLog()
+    check = LabelCheck(spec, probe)
+    t_start = time.perf_counter()
+    try:
+        torch.manual_seed(spec.seed)
+        model = build_model(spec)
+        out["model"] = model_flops_inputs(model)
+        check.unsharded_params = out["model"]["param_count"]
+        probe.attach(model)
+        args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda)
+        vocab = model.config.vocab_size
+        n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
+        callbacks = [phase, check, timer, memory, profiler, losses, *_user_callbacks(spec)]
+        trainer = SweeperTrainer(
+            model=model,
+            args=args,
+            train_dataset=SyntheticTokens(n_train, spec.seq_len, vocab, spec.seed),
+            eval_dataset=SyntheticTokens(spec.per_device_batch_size * world * 2, spec.seq_len, vocab, spec.seed + 1)
+            if spec.eval
+            else None,
+            callbacks=callbacks,
+        )
+        check.trainer = trainer
+        if use_cuda:
+            torch.cuda.reset_peak_memory_stats()
+        trainer.train()
+        if spec.eval:
+            phase.phase = "eval"
+            out["eval"] = trainer.evaluate()
+        out["status"] = "ok"
+    except BaseException as e:  # noqa: BLE001 - every failure is a result
+        out["status"] = "failed"
+        out["failure"] = {
+            "exception_type": type(e).__name__,
+            "message": str(e)[:4000],
+            "traceback": traceback.format_exc()[-12000:],
+            "phase": phase.phase,
+            "step": phase.step,
+        }
+    out["train_wall_s"] = time.perf_counter() - t_start
+    out["setup"] = check.setup
+    out["step_times_s"] = timer.times_s
+    out["losses"] = losses.losses
+    out["memory"] = {
+        "tensor_peak_bytes": memory.peak_bytes,
+        "tensor_peak_breakdown_bytes": memory.breakdown_bytes,
+        "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        **memory.state_bytes,
+    }
+    if use_cuda:
+        out["memory"]["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        out["memory"]["cuda_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        out["device_name"] = torch.cuda.get_device_name()
+    out["artifacts"] = profiler.artifacts
+    if rank == 0 and out.get("status") == "ok":
+        out["peak"] = _peak(spec, use_cuda, out.get("device_name", ""))
+    write_json_atomic(point_dir / RANK_FILE.format(rank=rank), out)
+    return 0 if out["status"] == "ok" else 1
+
+
+def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> dict[str, Any]:
+    from sweeper.job.measure import measure_cpu_peak
+    from sweeper.results.mfu import gpu_peak
+
+    if use_cuda:
+        import torch
+
+        dtype = spec.precision
+        if dtype == "fp32" and torch.backends.cuda.matmul.allow_tf32:
+            dtype = "tf32"
+        p = gpu_peak(device_name, dtype)
+    else:
+        p = measure_cpu_peak(spec.precision if spec.precision != "fp16" else "fp32")
+    return {"flops": p.flops, "source": p.source}
+
+
+def _user_callbacks(spec: PointSpec) -> list[Any]:
+    if not spec.callbacks:
+        return []
+    from hydra.utils import instantiate
+
+    return [instantiate(c) for c in spec.callbacks]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of one rank. ``argv``: ``[point_dir]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m sweeper.job.harness <point_dir>", file=sys.stderr)
+        return 2
+    return run_rank(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    code = main()
+    # The rank file is written; skip interpreter teardown (about 3 s of module/thread cleanup for torch +
+    # transformers on 2 cores, measured by benchmarks/harness_overhead.py). Nothing after this needs cleanup.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,289 @@
+"""Measurements taken inside each rank, as HF ``TrainerCallback``s.
+
+Steps run in windows, in this order (``warmup_steps``, ``timed_steps``, ``memory_steps``, ``profile_steps``):
+
+* warm-up: dropped (first steps pay for lazy init, allocator growth, JIT).
+* timed: ``time.perf_counter()`` from ``on_step_begin`` to ``on_step_end`` (one optimizer step, all
+  gradient-accumulation micro-batches); on CUDA, synchronised at both ends. No tracker or profiler runs here.
+* memory: on CPU, ``torch.distributed._tools.mem_tracker.MemTracker`` counts tensor bytes (the CPU analogue of
+  the CUDA allocator's peak; it slows a step about 4x, hence its own window). On CUDA the allocator's peak
+  (``max_memory_allocated``/``max_memory_reserved``) covers the whole run at no cost. Model-state bytes
+  (parameters, gradients, optimizer state held by this rank) are counted in this window, just before the
+  optimizer step, when gradients exist.
+* profile: ``torch.profiler`` trace (chrome JSON) and a top-ops table.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from sweeper.results.mfu import Peak
+
+
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The part of a (possibly sharded) tensor that this rank holds: DTensor -> local shard; DeepSpeed ZeRO-3
+    partitioned parameter -> its partition (the visible tensor is an empty placeholder)."""
+    if hasattr(t, "ds_tensor"):
+        t = t.ds_tensor
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def tensor_bytes(t: torch.Tensor | None) -> int:
+    """Bytes this rank holds for ``t`` (DTensor: local shard; DeepSpeed ZeRO-3 param: its partition)."""
+    if t is None:
+        return 0
+    t = local_tensor(t)
+    return t.numel() * t.element_size()
+
+
+def innermost_optimizer(opt: Any) -> Any:
+    """Unwrap accelerate / DeepSpeed optimizer wrappers down to the torch optimizer that holds the state."""
+    seen = set()
+    while hasattr(opt, "optimizer") and id(opt) not in seen:
+        seen.add(id(opt))
+        opt = opt.optimizer
+    return opt
+
+
+def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
+    """Bytes of parameters, gradients and optimizer state that *this rank* holds.
+
+    Gradients: ``param.grad`` (local shard); None under DeepSpeed (see below). Optimizer state: every tensor in
+    the innermost torch optimizer's ``state`` (Adam: exp_avg, exp_avg_sq, step), plus DeepSpeed's fp32 master
+    partitions (ZeRO keeps them apart from the model's parameters: 4 + 8 bytes/param / N, the ZeRO paper's 12x/N).
+
+    Returns:
+        ``{"param_bytes": int, "grad_bytes": int | None, "optimizer_state_bytes": int}``.
+    """
+    params = list(model.parameters())
+    param_bytes = sum(tensor_bytes(p) for p in params)
+    grad_bytes = sum(tensor_bytes(p.grad) for p in params)
+    inner = innermost_optimizer(optimizer)
+    state_bytes = 0
+    for state in getattr(inner, "state", {}).values():
+        for v in state.values():
+            if isinstance(v, torch.Tensor):
+                state_bytes += tensor_bytes(v)
+    masters = _deepspeed_master_partitions(optimizer)
+    if masters is not None:
+        # DeepSpeed ZeRO steps fp32 master partitions that are copies of the model's parameters; its gradient
+        # partitions are consumed inside its own step (before the Trainer's optimizer hooks), so not observable
+        state_bytes += sum(tensor_bytes(p) for p in masters)
+        return {"param_bytes": param_bytes, "grad_bytes": None, "optimizer_state_bytes": state_bytes}
+    return {"param_bytes": param_bytes, "grad_bytes": grad_bytes, "optimizer_state_bytes": state_bytes}
+
+
+def _deepspeed_master_partitions(optimizer: Any) -> list[torch.Tensor] | None:
+    """DeepSpeed's fp32 master partitions held by this rank (ZeRO-1/2: ``single_partition_of_fp32_groups``,
+    ZeRO-3: ``fp32_partitioned_groups_flat``), or None when the optimizer is not a DeepSpeed ZeRO optimizer."""
+    seen = set()
+    opt = optimizer
+    while opt is not None and id(opt) not in seen:
+        seen.add(id(opt))
+        for attr in ("single_partition_of_fp32_groups", "fp32_partitioned_groups_flat"):
+            if hasattr(opt, attr):
+                return list(getattr(opt, attr))
+        opt = getattr(opt, "optimizer", None)
+    return None
+
+
+class Windows:
+    """Which window a 0-based optimizer step falls in."""
+
+    def __init__(self, warmup: int, timed: int, memory: int, profile: int) -> None:
+        self.timed = range(warmup, warmup + timed)
+        self.memory = range(self.timed.stop, self.timed.stop + memory)
+        self.profile = range(self.memory.stop, self.memory.stop + profile)
+
+
+class PhaseTracker(TrainerCallback):
+    """Knows the phase (setup / train / eval) and the current optimizer step, for failure records."""
+
+    def __init__(self) -> None:
+        self.phase = "setup"
+        self.step: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.phase = "train"
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.step = state.global_step
+
+
+class StepTimer(TrainerCallback):
+    """Wall time of each optimizer step in the timed window (seconds, ``time.perf_counter``)."""
+
+    def __init__(self, windows: Windows, cuda: bool) -> None:
+        self.windows = windows
+        self.cuda = cuda
+        self.times_s: list[float] = []
+        self._t0: float | None = None
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step in self.windows.timed:
+            self._sync()
+            self._t0 = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        # global_step was incremented just before on_step_end
+        if self._t0 is not None and state.global_step - 1 in self.windows.timed:
+            self._sync()
+            self.times_s.append(time.perf_counter() - self._t0)
+        self._t0 = None
+
+
+class MemoryWindow(TrainerCallback):
+    """Tensor-byte peak (CPU, MemTracker) and model-state bytes of this rank, in the memory window.
+
+    Attributes after training:
+        peak_bytes: MemTracker's peak total over the window (CPU only; None on CUDA).
+        breakdown_bytes: that peak split by MemTracker's categories (Parameter, Buffer, Gradient, Activation,
+            Temp, Optstate, Other).
+        state_bytes: :func:`model_state_bytes` measured before the window's first optimizer step.
+    """
+
+    def __init__(self, windows: Windows, cuda: bool) -> None:
+        self.windows = windows
+        self.cuda = cuda
+        self.peak_bytes: int | None = None
+        self.breakdown_bytes: dict[str, int] = {}
+        self.state_bytes: dict[str, int] = {}
+        self._tracker = None
+        self._model = None
+        self._optimizer = None
+
+    def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
+        if state.global_step not in self.windows.memory:
+            return
+        self._model, self._optimizer = model, optimizer
+        if self.cuda:
+            return
+        if self._tracker is None:
+            from torch.distributed._tools.mem_tracker import MemTracker
+
+            self._tracker = MemTracker()
+            self._tracker.track_external(model, innermost_optimizer(optimizer))
+            self._tracker.__enter__()
+        else:
+            self._tracker.reset_mod_stats()
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if state.global_step == self.windows.memory.start and self._model is not None:
+            self.state_bytes = model_state_bytes(self._model, self._optimizer)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._tracker is not None and state.global_step - 1 == self.windows.memory.stop - 1:
+            self._tracker.__exit__(None, None, None)
+            snap = self._tracker.get_tracker_snapshot("peak")
+            totals: dict[str, int] = {}
+            for per_dev in snap.values():
+                for k, v in per_dev.items():
+                    key = getattr(k, "value", str(k))
+                    totals[key] = totals.get(key, 0) + int(v)
+            self.peak_bytes = totals.pop("Total", None)
+            self.breakdown_bytes = totals
+            self._tracker = None
+
+
+class ProfilerWindow(TrainerCallback):
+    """A ``torch.profiler`` trace of the profile window; exports a chrome trace and a top-ops table per rank."""
+
+    def __init__(self, windows: Windows, cuda: bool, out_dir: Path, rank: int, trace: bool) -> None:
+        self.windows = windows
+        self.cuda = cuda
+        self.out_dir = Path(out_dir)
+        self.rank = rank
+        self.trace = trace
+        self.artifacts: dict[str, str] = {}
+        self._prof = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self._prof is None and state.global_step == self.windows.profile.start and len(self.windows.profile):
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+            self._prof = profile(activities=acts, record_shapes=False, with_stack=False)
+            self._prof.__enter__()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._prof is not None and state.global_step - 1 == self.windows.profile.stop - 1:
+            self._prof.__exit__(None, None, None)
+            sort_by = "self_cuda_time_total" if self.cuda else "self_cpu_time_total"
+            table = self._prof.key_averages().table(sort_by=sort_by, row_limit=20)
+            top = self.out_dir / f"top_ops_rank{self.rank}.txt"
+            top.write_text(table)
+            self.artifacts[f"top_ops_rank{self.rank}"] = top.name
+            if self.trace:
+                trace = self.out_dir / f"trace_rank{self.rank}.json"
+                self._prof.export_chrome_trace(str(trace))
+                self.artifacts[f"trace_rank{self.rank}"] = trace.name
+            self._prof = None
+
+
+class DtypeProbe(TrainerCallback):
+    """Records the dtype a Linear layer really computes in during the first training step.
+
+    A forward hook on the first ``nn.Linear`` of the model stores its output dtype: under autocast that is the
+    autocast dtype, without it the weight dtype. This is how a silent fp32 run labelled fp16 is caught.
+    """
+
+    def __init__(self) -> None:
+        self.compute_dtype: str | None = None
+        self._handle = None
+
+    def attach(self, model: torch.nn.Module) -> None:
+        """Hook the first Linear of ``model``."""
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear):
+                self._handle = m.register_forward_hook(self._hook)
+                return
+
+    def _hook(self, module, inputs, output):
+        if self.compute_dtype is None and isinstance(output, torch.Tensor):
+            self.compute_dtype = str(output.dtype).replace("torch.", "")
+        if self._handle is not None and self.compute_dtype is not None:
+            self._handle.remove()
+            self._handle = None
+
+
+class LossLog(TrainerCallback):
+    """Training losses as logged by the Trainer (one per optimizer step with ``logging_steps=1``)."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            self.losses.append(float(logs["loss"]))
+
+
+def measure_cpu_peak(dtype: str = "fp32", n: int = 512, seconds: float = 0.3) -> Peak:
+    """Measure this process's matmul FLOP/s on the CPU (same thread count as the training ranks).
+
+    Runs an ``n x n`` matmul (2·n³ FLOPs each) repeatedly for about ``seconds`` and takes the best rate.
+
+    Returns:
+        A :class:`Peak` labelled "measured: ...". Imports torch.
+    """
+    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    a = torch.randn(n, n, dtype=tdtype)
+    b = torch.randn(n, n, dtype=tdtype)
+    a @ b  # warm-up
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        a @ b
+        dt = time.perf_counter() - t0
+        best = max(best, 2 * n**3 / dt)
+    threads = torch.get_num_threads()
+    return Peak(best, f"measured: {dtype} matmul {n}x{n}, {threads} thread(s), best of {seconds:.1f} s")

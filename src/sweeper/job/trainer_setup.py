@@ -1,0 +1,158 @@
+"""From a point spec to a model, synthetic data, ``TrainingArguments`` and a ``Trainer`` (inside one rank).
+
+Truthful labels (see ``shared/notes/cpu-backend.md``): the Trainer's FSDP silently becomes DDP on CPU, because
+accelerate only turns an FSDP plugin into ``DistributedType.FSDP`` on GPU-like devices. :class:`SweeperTrainer`
+contains the one compatibility shim: on a multi-CPU run that asked for FSDP it makes the accelerator state choose
+FSDP (version 2, which works on gloo), so the point really shards. :mod:`sweeper.job.verify` checks the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainingArguments
+
+from sweeper.grid.spec import PointSpec
+
+_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def build_model(spec: PointSpec) -> torch.nn.Module:
+    """The architecture from its published numbers via ``AutoModelForCausalLM.from_config`` (random weights).
+
+    Raises:
+        ValueError: from transformers, for an unknown ``model_type`` or inconsistent numbers.
+    """
+    config = AutoConfig.for_model(spec.model_type, **spec.model_config)
+    config.use_cache = False
+    return AutoModelForCausalLM.from_config(config, dtype=_TORCH_DTYPES[spec.model_dtype])
+
+
+class SyntheticTokens(torch.utils.data.Dataset):
+    """``n`` samples of ``seq_len`` random token ids in ``[0, vocab_size)``, ``labels = input_ids``.
+
+    Deterministic for a seed, so every strategy trains on the same data (losses comparable across points).
+    """
+
+    def __init__(self, n: int, seq_len: int, vocab_size: int, seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(0, vocab_size, (n, seq_len), generator=g)
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
+    """The DeepSpeed config for ``zero_optimization.stage = spec.zero``, sizes ``"auto"`` (filled by the HF
+    integration from TrainingArguments and the model), so buckets scale with the model instead of DeepSpeed's
+    5e8-element defaults. No ``"optimizer"`` block: the HF side builds AdamW (avoids compiling fused_adam).
+    ``spec.deepspeed_config`` is merged on top (one level deep per block)."""
+    zero: dict[str, Any] = {"stage": spec.zero, "reduce_bucket_size": "auto"}
+    if spec.zero == 3:
+        zero.update(
+            stage3_prefetch_bucket_size="auto",
+            stage3_param_persistence_threshold="auto",
+            stage3_gather_16bit_weights_on_model_save=False,
+        )
+    cfg: dict[str, Any] = {
+        "zero_optimization": zero,
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto",
+        "gradient_clipping": "auto",
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
+    }
+    for k, v in spec.deepspeed_config.items():
+        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+            cfg[k] = {**cfg[k], **v}
+        else:
+            cfg[k] = v
+    return cfg
+
+
+def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> TrainingArguments:
+    """``TrainingArguments`` for one point: the sweeper keys mapped to their HF names, then the passthrough.
+
+    Checkpointing: under FSDP, FSDP-native activation checkpointing (``fsdp_config["activation_checkpointing"]``),
+    never together with the Trainer flag (case P02); otherwise the Trainer's ``activation_checkpointing`` with
+    ``use_reentrant`` passed explicitly (case P01). No evaluation unless ``spec.eval`` (then bounded by
+    ``eval_accumulation_steps``, case P05). Nothing is saved.
+    """
+    kw: dict[str, Any] = dict(
+        output_dir=output_dir,
+        max_steps=spec.total_steps,
+        per_device_train_batch_size=spec.per_device_batch_size,
+        per_device_eval_batch_size=spec.per_device_batch_size,
+        gradient_accumulation_steps=spec.grad_accum,
+        learning_rate=1e-4,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        seed=spec.seed,
+        data_seed=spec.seed,
+        bf16=spec.precision == "bf16",
+        fp16=spec.precision == "fp16",
+        use_cpu=use_cpu,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_strategy="steps",
+        logging_steps=1,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,
+        ddp_timeout=int(min(spec.timeout_s, 1800)),
+    )
+    if spec.eval:
+        kw["eval_accumulation_steps"] = 1
+    if spec.fsdp != "none":
+        kw["fsdp"] = f"{spec.fsdp} auto_wrap"
+        kw["fsdp_config"] = {
+            # transformers runs hybrid_shard only with FSDP1 (GPU only; refused on CPU by sweeper.point.hardware)
+            "version": 1 if spec.fsdp == "hybrid_shard" else 2,
+            "transformer_layer_cls_to_wrap": [spec.decoder_layer],
+            "activation_checkpointing": spec.gc,
+            **spec.fsdp_config,
+        }
+    else:
+        kw["activation_checkpointing"] = spec.gc
+        if spec.gc:
+            kw["activation_checkpointing_kwargs"] = {"use_reentrant": spec.use_reentrant}
+    if spec.zero > 0:
+        kw["deepspeed"] = deepspeed_config(spec)
+    kw.update(spec.training_args)
+    return TrainingArguments(**kw)
+
+
+class SweeperTrainer(Trainer):
+    """``Trainer`` with one contained shim: FSDP (version 2) on a multi-CPU (gloo) run.
+
+    accelerate builds the FSDP plugin but leaves the state at ``DistributedType.MULTI_CPU`` (FSDP only for GPU-like
+    devices), so the model would be wrapped in DDP under an FSDP label. After the accelerator is created, this
+    switches the state to FSDP with the same plugin; FSDP2's ``fully_shard`` works on gloo. On GPU it does nothing.
+    """
+
+    def create_accelerator_and_postprocess(self) -> None:
+        super().create_accelerator_and_postprocess()
+        from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+        state = self.accelerator.state
+        if self.args.fsdp_plugin_args is None or state.distributed_type != DistributedType.MULTI_CPU:
+            return
+        plugin = FullyShardedDataParallelPlugin(**self.args.fsdp_plugin_args)
+        if plugin.fsdp_version != 2:
+            raise ValueError("FSDP on CPU needs fsdp_config version 2 (FSDP1 has no CPU support)")
+        if state.mixed_precision != "no":
+            plugin.set_mixed_precision(state.mixed_precision)
+        state.distributed_type = DistributedType.FSDP
+        state.fsdp_plugin = plugin
+        self.is_fsdp_enabled = True
+        if plugin.activation_checkpointing and self.args.activation_checkpointing:
+            raise ValueError(
+                "fsdp_config['activation_checkpointing'] and the activation_checkpointing training argument "
+                "can't both be set"
+            )

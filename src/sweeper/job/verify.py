@@ -1,0 +1,142 @@
+"""Truthful labels: after the first training step, check that the point really runs what its label says.
+
+Checked: the wrapper (DDP / FSDP2 ``FSDPModule`` with sharded ``DTensor`` parameters / DeepSpeed engine at the
+requested ZeRO stage), the compute dtype a Linear layer really produced, and which checkpointing implementation is
+active. A mismatch stops the point with :class:`LabelMismatch`, recorded as ``unsupported`` with the reason: a
+result never carries a label it did not run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from sweeper.grid.spec import PointSpec
+from sweeper.job.measure import DtypeProbe, local_tensor
+
+EXPECTED_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+class LabelMismatch(RuntimeError):
+    """The point's label says one thing, the run does another (message says what and why)."""
+
+
+def observe_setup(trainer: Any, probe: DtypeProbe, unsharded_params: int) -> dict[str, Any]:
+    """What really runs, read off a Trainer after its first step.
+
+    Returns:
+        ``world_size``, ``wrapper`` (class name of the outermost model wrapper), ``fsdp_enabled``,
+        ``fsdp_version``, ``fsdp_sharded`` (this rank holds fewer parameter elements than the unsharded model:
+        FSDP2 DTensor shards and FSDP1 flat parameters counted alike), ``local_param_count``,
+        ``deepspeed_stage`` (0 when DeepSpeed is off), ``compute_dtype``, ``checkpointing_impl`` (``none`` /
+        ``hf`` / ``fsdp``), ``use_reentrant`` (None when checkpointing is off), ``device_type``, ``param_count``.
+
+    Args:
+        unsharded_params: the model's parameter count, taken before the Trainer wrapped it.
+    """
+    args = trainer.args
+    wrapped = trainer.model_wrapped
+    model = trainer.model
+    setup: dict[str, Any] = {
+        "world_size": args.world_size,
+        "wrapper": type(wrapped).__name__,
+        "fsdp_enabled": bool(trainer.is_fsdp_enabled),
+        "fsdp_version": None,
+        "fsdp_sharded": False,
+        "deepspeed_stage": 0,
+        "compute_dtype": probe.compute_dtype,
+        "device_type": args.device.type,
+    }
+    try:
+        from torch.distributed.fsdp import FSDPModule
+
+        if isinstance(model, FSDPModule) or isinstance(wrapped, FSDPModule):
+            setup["fsdp_version"] = 2
+            setup["wrapper"] = "FSDPModule(fully_shard)"
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        if isinstance(wrapped, FullyShardedDataParallel):
+            setup["fsdp_version"] = 1
+            setup["wrapper"] = "FullyShardedDataParallel"
+    except ImportError:  # pragma: no cover - torch without FSDP
+        pass
+    local = sum(local_tensor(p).numel() for p in wrapped.parameters())
+    setup["local_param_count"] = local
+    setup["fsdp_sharded"] = args.world_size > 1 and local < unsharded_params
+    if trainer.is_deepspeed_enabled:
+        engine = trainer.model_wrapped
+        setup["deepspeed_stage"] = int(engine.zero_optimization_stage())
+        setup["wrapper"] = type(engine).__name__
+    setup["param_count"] = unsharded_params
+    setup.update(_checkpointing(model, trainer))
+    return setup
+
+
+def _checkpointing(model: torch.nn.Module, trainer: Any) -> dict[str, Any]:
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    if any(isinstance(m, CheckpointWrapper) for m in model.modules()):
+        impls = {m.checkpoint_impl.name for m in model.modules() if isinstance(m, CheckpointWrapper)}
+        return {"checkpointing_impl": "fsdp", "use_reentrant": impls == {"REENTRANT"}}
+    inner = getattr(model, "module", model)
+    if getattr(inner, "is_gradient_checkpointing", False):
+        kwargs = trainer.args.activation_checkpointing_kwargs or {}
+        return {"checkpointing_impl": "hf", "use_reentrant": kwargs.get("use_reentrant")}
+    return {"checkpointing_impl": "none", "use_reentrant": None}
+
+
+def mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
+    """Every way ``setup`` (from :func:`observe_setup`) differs from what ``spec`` asks for; empty when truthful."""
+    out = []
+    world = setup["world_size"]
+    if world != spec.world_size:
+        out.append(f"{spec.world_size} ranks asked (ranks_per_node x nodes), but {world} run")
+    if spec.fsdp != "none":
+        version = 1 if spec.fsdp == "hybrid_shard" else 2
+        if not setup["fsdp_enabled"] or setup["fsdp_version"] != version:
+            out.append(f"fsdp={spec.fsdp} asked, but the model is wrapped in {setup['wrapper']} (not FSDP{version})")
+        elif world > 1 and not setup["fsdp_sharded"]:
+            out.append(f"fsdp={spec.fsdp} asked, but parameters are not sharded across {world} ranks")
+    elif spec.zero == 0 and world > 1 and setup["wrapper"] != "DistributedDataParallel":
+        out.append(f"DDP expected for fsdp=none zero=0 on {world} ranks, found {setup['wrapper']}")
+    if setup["deepspeed_stage"] != spec.zero:
+        out.append(f"zero={spec.zero} asked, but DeepSpeed runs stage {setup['deepspeed_stage']}")
+    want = EXPECTED_DTYPE[spec.precision]
+    if setup["compute_dtype"] is not None and setup["compute_dtype"] != want:
+        out.append(
+            f"precision={spec.precision} asked, but Linear layers compute in {setup['compute_dtype']} "
+            f"on {setup['device_type']} (autocast to {want} is not active)"
+        )
+    want_impl = ("fsdp" if spec.fsdp != "none" else "hf") if spec.gc else "none"
+    if setup["checkpointing_impl"] != want_impl:
+        out.append(
+            f"gc={str(spec.gc).lower()} asked, but checkpointing implementation is {setup['checkpointing_impl']}"
+        )
+    if spec.gc and setup["use_reentrant"] is not None and bool(setup["use_reentrant"]) != spec.use_reentrant:
+        out.append(f"use_reentrant={spec.use_reentrant} asked, but {setup['use_reentrant']} runs")
+    return out
+
+
+class LabelCheck(TrainerCallback):
+    """After the first optimizer step, observe the setup and stop the point on any label mismatch.
+
+    Attributes:
+        setup: the observed setup (filled after step 1), recorded in the result whatever the outcome.
+    """
+
+    def __init__(self, spec: PointSpec, probe: DtypeProbe) -> None:
+        self.spec = spec
+        self.probe = probe
+        self.trainer: Any = None
+        self.unsharded_params = 0  # set by the harness from the model before the Trainer wraps it
+        self.setup: dict[str, Any] = {}
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step != 1:
+            return
+        self.setup = observe_setup(self.trainer, self.probe, self.unsharded_params)
+        problems = mismatches(self.spec, self.setup)
+        if problems:
+            raise LabelMismatch("; ".join(problems))

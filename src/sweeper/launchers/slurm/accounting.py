@@ -1,0 +1,196 @@
+"""What SLURM says about submitted points, and how a job that ended without a result becomes a record.
+
+``submitted.json`` in the sweep directory maps each submitted point to its SLURM job id(s); :func:`reconcile`
+asks ``sacct`` about every submitted point that has no final record yet and writes one for each job the scheduler
+has already ended (time limit, memory kill, cancel, preemption, node failure, or a job that ended without writing a
+result), so a sweep never waits on a job that is gone. Jobs still pending or running stay ``pending``.
+
+SLURM states: https://slurm.schedmd.com/sacct.html#SECTION_JOB-STATE-CODES
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from sweeper.results.atomic import write_json_atomic
+from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_record
+
+SUBMITTED_FILE = "submitted.json"
+SLURM_DIR = "slurm"
+
+#: SLURM job states after which the job will not run again.
+FINAL_SLURM_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "TIMEOUT",
+    }
+)
+
+
+def read_submitted(sweep_dir: Path) -> dict[str, dict[str, Any]]:
+    """``{point_id: {"job_id", "overrides", "spec", "submitted_at", "attempts": [job ids]}}``; ``{}`` if none."""
+    path = Path(sweep_dir) / SUBMITTED_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def add_submitted(sweep_dir: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Merge ``entries`` into ``submitted.json`` atomically; earlier job ids of a point are kept in ``attempts``."""
+    current = read_submitted(sweep_dir)
+    for pid, entry in entries.items():
+        attempts = [*current.get(pid, {}).get("attempts", []), entry["job_id"]]
+        current[pid] = {**entry, "attempts": attempts}
+    write_json_atomic(Path(sweep_dir) / SUBMITTED_FILE, current)
+
+
+def sacct(job_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The allocation line of each job from ``sacct -X`` (array tasks as ``<array>_<task>``).
+
+    Returns:
+        ``{job_id: {"state", "exit_code", "elapsed_s", "time_limit_s", "reason"}}``; a job sacct does not know
+        (not yet recorded) is absent. ``state`` is the first word (``CANCELLED by 0`` -> ``CANCELLED``).
+
+    Raises:
+        RuntimeError: when sacct is missing or fails (accounting is needed to learn how jobs ended).
+    """
+    if not job_ids:
+        return {}
+    if shutil.which("sacct") is None:
+        raise RuntimeError("sacct not found: SLURM accounting is needed to learn how jobs ended")
+    fields = "JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason"
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-D", "-o", fields, "-j", ",".join(sorted(set(job_ids)))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"sacct failed ({out.returncode}): {out.stderr.strip()}")
+    info: dict[str, dict[str, Any]] = {}
+    for line in out.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) < 6:
+            continue
+        jid, state, exit_code, elapsed, limit, reason = parts[:6]
+        # sacct -D lists every requeued run of a job: the last line is the current one
+        info[jid] = {
+            "state": state.split()[0] if state else "UNKNOWN",
+            "exit_code": exit_code,
+            "elapsed_s": int(elapsed) if elapsed.isdigit() else None,
+            "time_limit_s": int(limit) * 60 if limit.isdigit() else None,
+            "reason": reason,
+        }
+    return info
+
+
+def _job_log(sweep_dir: Path, job_id: str) -> str:
+    """The end of a job's submitit stdout + stderr (``<sweep_dir>/slurm/<job_id>/``)."""
+    text = ""
+    folder = Path(sweep_dir) / SLURM_DIR / job_id
+    for f in sorted(folder.glob(f"{job_id}_*_log.*")):
+        try:
+            text += f.read_text(errors="replace")[-4000:]
+        except OSError:
+            continue
+    return text
+
+
+def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, sweep_id: str, pid: str) -> Record:
+    """The record of a point whose job the scheduler ended without the job writing one.
+
+    Mapping: TIMEOUT -> ``timeout``; OUT_OF_MEMORY, or FAILED with slurmstepd's ``exceeded memory limit (<rss> >
+    <limit>)`` in the job's log (no cgroups: the job line shows FAILED with exit 9:0 or 0:9) -> ``host_oom``;
+    CANCELLED -> ``cancelled``; PREEMPTED -> ``preempted``; anything else (FAILED, NODE_FAIL, BOOT_FAIL,
+    COMPLETED without a result) -> ``error`` of kind ``crash``/``scheduler``.
+    Every record carries the job id, state, exit code, requested and elapsed time.
+    """
+    state, code = job["state"], job["exit_code"]
+    sched = {
+        "slurm_job_id": entry["job_id"],
+        "slurm_state": state,
+        "slurm_exit_code": code,
+        "elapsed_s": job.get("elapsed_s"),
+        "time_limit_s": job.get("time_limit_s"),
+        "log_tail": log[-3000:],
+    }
+    times = f"ran {job.get('elapsed_s')} s of {job.get('time_limit_s')} s requested"
+    kind = None
+    mem = re.search(r"exceeded memory limit \((\d+) > (\d+)\)", log)
+    if state == "TIMEOUT":
+        status, reason = "timeout", f"SLURM time limit reached (job {entry['job_id']}, {times}); raise time_limit_min"
+    elif state == "OUT_OF_MEMORY" or (state in ("FAILED", "CANCELLED") and mem):
+        status = "host_oom"
+        if mem:
+            sched["host_rss_bytes"], sched["host_mem_limit_bytes"] = int(mem.group(1)), int(mem.group(2))
+        reason = (
+            f"killed by SLURM for exceeding its host memory request (job {entry['job_id']}, state {state} {code}"
+            + (
+                f", {int(mem.group(1)) / 2**20:.0f} MiB used > {int(mem.group(2)) / 2**20:.0f} MiB requested"
+                if mem
+                else ""
+            )
+            + "); raise cluster.mem"
+        )
+    elif state == "CANCELLED":
+        status, reason = "cancelled", f"job {entry['job_id']} was cancelled ({job.get('reason') or 'scancel'}; {times})"
+    elif state == "PREEMPTED":
+        status, reason = "preempted", f"job {entry['job_id']} was preempted and not requeued ({times})"
+    else:
+        status, kind = "error", ("scheduler" if state in ("NODE_FAIL", "BOOT_FAIL") else "crash")
+        reason = f"job {entry['job_id']} ended {state} (exit {code}, {times}) without writing a result; see its log"
+    return Record(
+        sweep_id=sweep_id,
+        point_id=pid,
+        status=status,
+        error_kind=kind,
+        reason=reason,
+        overrides=entry.get("overrides", []),
+        spec=entry.get("spec", {}),
+        replay=entry.get("replay", ""),
+        failure=sched,
+        env={"slurm_job_id": entry["job_id"]},
+        wall_time_s=job.get("elapsed_s"),
+    )
+
+
+def reconcile(sweep_dir: Path, sweep_id: str) -> dict[str, str]:
+    """Write a record for every submitted point whose job SLURM has ended without one (a job writes its own
+    record before it returns, so a final job state with no record means the job was ended from outside).
+
+    Returns:
+        ``{point_id: status}`` for every submitted point (``pending`` for jobs still queued or running).
+    """
+    submitted = read_submitted(sweep_dir)
+    statuses: dict[str, str] = {}
+    open_points = {}
+    for pid, entry in submitted.items():
+        path = point_dir(sweep_dir, pid) / RESULT_FILE
+        if path.exists() and read_record(path).status in FINAL_STATUSES:
+            statuses[pid] = read_record(path).status
+        else:
+            open_points[pid] = entry
+    jobs = sacct([e["job_id"] for e in open_points.values()]) if open_points else {}
+    for pid, entry in open_points.items():
+        job = jobs.get(entry["job_id"])
+        if job is None or job["state"] not in FINAL_SLURM_STATES:
+            statuses[pid] = "pending"
+            continue
+        path = point_dir(sweep_dir, pid) / RESULT_FILE
+        if path.exists() and read_record(path).status in FINAL_STATUSES:
+            statuses[pid] = read_record(path).status  # the job wrote it meanwhile
+            continue
+        record = record_from_scheduler(entry, job, _job_log(sweep_dir, entry["job_id"]), sweep_id, pid)
+        write_record(sweep_dir, record)
+        statuses[pid] = record.status
+    return statuses

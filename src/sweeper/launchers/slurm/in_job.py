@@ -1,0 +1,161 @@
+"""The function a SLURM job runs for one point: every SLURM task is one rank (``srun``, started by submitit).
+
+It is a small top-level callable taking plain data (case P08: no loggers, trainers or locks are pickled; they are
+built inside the job). The torch.distributed rendezvous comes from the SLURM environment (master address = first
+node of the allocation, port derived from the job id; :class:`submitit.helpers.TorchDistributedEnvironment`), so
+the same job runs on N nodes x G GPUs. Rank 0 merges the rank files into the point's record, as the local driver
+does.
+
+Scheduler signals: SLURM sends USR2 ``signal_delay_s`` before the time limit (and on some clusters before
+preemption). submitit calls :meth:`SlurmPoint.checkpoint` on rank 0. submitit's own rule (timed out after 80 % of
+the limit or 10 minutes before it) calls every short job a timeout; here a signal is a timeout only when it
+arrives where the time limit puts it (elapsed >= limit - signal delay - 60 s), else it is a preemption, requeued up
+to ``max_requeues`` times. A requeued job starts again from scratch (a benchmark point has no state worth
+resuming); ``SLURM_RESTART_COUNT`` counts the restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from sweeper.envinfo import slurm_job_id
+from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record
+
+RANK_FILES_WAIT_S = 120.0
+
+
+class SlurmPoint(submitit.helpers.Checkpointable):
+    """Callable submitted once per point: ``SlurmPoint(max_requeues, signal_delay_s)(payload)``.
+
+    ``payload`` (plain data): :meth:`sweeper.point.lifecycle.Prepared.to_payload` plus ``time_limit_s``.
+    """
+
+    def __init__(self, max_requeues: int, signal_delay_s: int) -> None:
+        self.max_requeues = max_requeues
+        self.signal_delay_s = signal_delay_s
+        self._t0 = time.time()
+        self._payload: dict[str, Any] | None = None
+
+    def __call__(self, payload: dict[str, Any]) -> str:
+        from sweeper.envinfo import environment
+        from sweeper.job.harness import RANK_FILE, run_rank
+        from sweeper.point.lifecycle import Prepared, finish
+
+        self._t0 = time.time()
+        self._payload = payload
+        job_env = submitit.JobEnvironment()
+        rank = job_env.global_rank
+        sweep_dir = Path(payload["sweep_dir"])
+        pdir = point_dir(sweep_dir, payload["point_id"])
+        done = _final_status(pdir)
+        if done:  # never run a finished point twice (a duplicate submission after a resume)
+            return done
+        restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if restarts > self.max_requeues:
+            if rank == 0:
+                self._write(
+                    "preempted",
+                    f"preempted {restarts} times (more than cluster.max_requeues={self.max_requeues}); "
+                    "use a partition or QOS without preemption, or raise max_requeues",
+                )
+            return "preempted"
+        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        (pdir / RANK_FILE.format(rank=rank)).unlink(missing_ok=True)
+        t_start = time.perf_counter()
+        code = run_rank(pdir)
+        if rank != 0:
+            return "rank-done"
+        done = _final_status(pdir)
+        if done:  # the time-limit signal arrived and the timeout is already recorded
+            return done
+        prepared = Prepared.from_payload(payload)
+        ranks = _wait_for_rank_files(pdir, prepared.spec.world_size, RANK_FILE)
+        env = environment()
+        env["device_type"] = "cuda" if ranks and ranks[0].get("device_name") else "cpu"
+        # the job is still RUNNING when it writes its own record; its final state/exit code are in sacct
+        env.update(
+            slurm_restart_count=restarts,
+            slurm_time_limit_s=payload.get("time_limit_s"),
+            slurm_elapsed_s=round(time.time() - self._t0, 1),
+        )
+        record = finish(
+            prepared,
+            ranks,
+            returncode=code,
+            timed_out=False,
+            log_tail="",
+            wall_time_s=time.perf_counter() - t_start,
+            env=env,
+        )
+        return record.status
+
+    def checkpoint(self, payload: dict[str, Any]) -> submitit.helpers.DelayedSubmission | None:
+        """USR2 on rank 0: record a timeout (no requeue) or requeue a preempted point (see the module doc)."""
+        elapsed = time.time() - self._t0
+        limit = payload.get("time_limit_s") or 0
+        restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        job = slurm_job_id()
+        if signal_cause(elapsed, limit, self.signal_delay_s) == "timeout":
+            status = "timeout"
+            reason = (
+                f"SLURM time limit: signalled after {elapsed:.0f} s of {limit} s requested (job {job}); "
+                "raise cluster.time_limit_min or timeout_s"
+            )
+        elif restarts >= self.max_requeues:
+            status = "preempted"
+            reason = (
+                f"preempted after {elapsed:.0f} s of {limit} s, already requeued {restarts} times "
+                f"(cluster.max_requeues={self.max_requeues})"
+            )
+        else:
+            return submitit.helpers.DelayedSubmission(self, payload)  # requeue: the point starts again
+        self._write(status, reason, failure={"elapsed_s": elapsed, "time_limit_s": limit, "slurm_job_id": job})
+        return None
+
+    def _write(self, status: str, reason: str, failure: dict[str, Any] | None = None) -> None:
+        from sweeper.envinfo import environment
+        from sweeper.point.lifecycle import Prepared, write
+
+        p = self._payload or {}
+        if _final_status(point_dir(Path(p["sweep_dir"]), p["point_id"])):
+            return
+        prepared = Prepared.from_payload(p)
+        write(prepared.sweep_dir, Record(**prepared.base(environment()), status=status, reason=reason, failure=failure))
+
+
+def signal_cause(elapsed_s: float, time_limit_s: float, signal_delay_s: float, slack_s: float = 60.0) -> str:
+    """Why SLURM signalled a job: ``timeout`` when the signal came where the time limit puts it (elapsed >=
+    limit - signal delay - slack; slurmctld checks limits about every 30 s), else ``preempted``.
+
+    submitit's own rule (elapsed >= min(0.8 x limit, limit - 10 min)) calls a signal after 50 s of a 1-minute job,
+    but also one after 20 min of a 30-min job, a timeout; this rule only looks at where the limit is.
+    """
+    if time_limit_s and elapsed_s >= time_limit_s - signal_delay_s - slack_s:
+        return "timeout"
+    return "preempted"
+
+
+def _final_status(pdir: Path) -> str | None:
+    path = pdir / RESULT_FILE
+    if path.exists():
+        status = read_record(path).status
+        return status if status in FINAL_STATUSES else None
+    return None
+
+
+def _wait_for_rank_files(pdir: Path, world_size: int, pattern: str) -> list[dict[str, Any]]:
+    """The ranks' files, waiting (bounded) for ranks that finish a little after rank 0."""
+    import json
+
+    deadline = time.monotonic() + RANK_FILES_WAIT_S
+    while True:
+        paths = [pdir / pattern.format(rank=r) for r in range(world_size)]
+        present = [p for p in paths if p.exists()]
+        if len(present) == world_size or time.monotonic() > deadline:
+            return [json.loads(p.read_text()) for p in present]
+        time.sleep(0.5)

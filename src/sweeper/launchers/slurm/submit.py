@@ -1,0 +1,235 @@
+"""``launcher=slurm``: a Hydra launcher that submits the grid as SLURM job arrays through submitit.
+
+Why our own launcher on submitit's API rather than hydra-submitit-launcher: that plugin pickles Hydra's task
+function with its config for each job and blocks until every job ends (its maintainers declined non-blocking
+submission). Here each point is validated and refused before submission like a local point, what is submitted is
+a small callable with plain data (case P08, pickle-checked first), the sweep can return right after ``sbatch``
+(``launcher.wait=false``) and be collected later, and resuming a sweep directory skips points that are final or
+still queued.
+
+One array per resource shape (ranks per node x nodes); each array task is one point, each of its SLURM tasks one
+rank (:mod:`sweeper.launchers.slurm.in_job`).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra.plugins.launcher import Launcher
+from omegaconf import DictConfig, OmegaConf
+
+from sweeper.grid.spec import PointSpec, from_config, replay_command
+from sweeper.launchers.slurm.accounting import SLURM_DIR, add_submitted, read_submitted, reconcile, sacct
+from sweeper.point.gate import InvalidPoint
+from sweeper.point.identity import point_id
+from sweeper.point.lifecycle import begin, target_for
+from sweeper.results.record import Record
+
+
+class PayloadNotPicklable(TypeError):
+    """What would be sent to SLURM does not pickle (case P08); the message names the object."""
+
+
+def check_picklable(obj: Any, what: str) -> None:
+    """Pickle ``obj`` before any sbatch call.
+
+    Raises:
+        PayloadNotPicklable: naming ``what`` and the pickling error (e.g. a lock held by a logger).
+    """
+    try:
+        pickle.dumps(obj)
+    except Exception as e:
+        raise PayloadNotPicklable(f"{what} cannot be sent to SLURM: {type(e).__name__}: {e}") from e
+
+
+def executor_parameters(cluster: dict[str, Any], spec: PointSpec, n_tasks: int) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for points shaped like ``spec`` (sbatch names in the comments)."""
+    limit_min = cluster.get("time_limit_min") or max(1, math.ceil(spec.timeout_s / 60))
+    params: dict[str, Any] = dict(
+        nodes=spec.nodes,  # --nodes
+        ntasks_per_node=spec.ranks_per_node,  # --ntasks-per-node: one task per rank
+        cpus_per_task=cluster.get("cpus_per_task") or 1,
+        time=int(limit_min),  # --time, minutes
+        signal_delay_s=int(cluster.get("signal_delay_s") or 30),  # --signal=USR2@<s>
+        array_parallelism=int(cluster.get("array_parallelism") or 64),  # --array=...%<n>
+        job_name=f"sweeper-{n_tasks}pts",
+        stderr_to_stdout=False,
+    )
+    for key, name in (("partition", "partition"), ("account", "account"), ("qos", "qos"), ("constraint", "constraint")):
+        if cluster.get(key):
+            params[name] = cluster[key]
+    if cluster.get("mem") is not None:
+        params["mem"] = str(cluster["mem"])
+    if cluster.get("gpus_per_node"):
+        params["gpus_per_node"] = int(cluster["gpus_per_node"])
+    if cluster.get("setup"):
+        params["setup"] = list(cluster["setup"])
+    if cluster.get("sbatch_extra"):
+        params["additional_parameters"] = dict(cluster["sbatch_extra"])
+    return params
+
+
+class SlurmLauncher(Launcher):
+    """Hydra launcher plugin (``hydra/launcher=sweeper_slurm``, selected by ``launcher=slurm``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config: DictConfig | None = None
+        self.hydra_context: Any = None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+
+    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
+        from sweeper.grid.compose import compose_points
+        from sweeper.results.sweepdir import read_sweep
+
+        assert self.config is not None
+        sweep_dir = Path(str(self.config.hydra.sweep.dir)).resolve()
+        info = read_sweep(sweep_dir)
+        sweep_id = info.get("sweep_id", sweep_dir.name)
+        cluster = OmegaConf.to_container(self.config.cluster, resolve=True)
+        launcher = OmegaConf.to_container(self.config.launcher, resolve=True)
+        if cluster.get("name") in (None, "local"):
+            raise InvalidPoint(
+                "launcher=slurm needs cluster=<name> (cluster=dev is the development cluster)", ("cluster",)
+            )
+        rerun = frozenset(launcher.get("rerun_statuses") or [])
+        submitted = read_submitted(sweep_dir)
+        alive = frozenset(_alive_jobs(submitted))
+        groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        returns: list[JobReturn] = []
+        waiting: list[str] = []
+        seen: set[str] = set()
+        configs = compose_points(self.hydra_context.config_loader, self.config, job_overrides)
+        for idx, (overrides, cfg) in enumerate(zip(job_overrides, configs, strict=True)):
+            ov = list(filter_overrides(overrides))
+            spec = from_config(cfg)
+            pid = point_id(spec)
+            if pid in seen:  # the same configuration as an earlier point of this grid (identity.py)
+                status = f"same point as {pid}"
+            else:
+                seen.add(pid)
+                target = target_for(spec, "slurm", cluster)
+                outcome = begin(spec, ov, sweep_dir, sweep_id, target, rerun, pending_elsewhere=alive)
+                if isinstance(outcome, Record):
+                    status = outcome.status
+                    if status == "pending":
+                        waiting.append(pid)
+                else:
+                    params = executor_parameters(cluster, spec, len(job_overrides))
+                    payload = {**outcome.to_payload(), "time_limit_s": params["time"] * 60}
+                    groups[(spec.nodes, spec.ranks_per_node)].append({"payload": payload, "params": params})
+                    status = "submitted"
+            print(
+                f"[{initial_job_idx + idx + 1}/{len(job_overrides)}] {' '.join(ov) or '(defaults)'}  {status}",
+                flush=True,
+            )
+            returns.append(_job_return(ov, status, initial_job_idx + idx))
+        jobs = self._submit(sweep_dir, groups, cluster)
+        waiting += [it["payload"]["point_id"] for items in groups.values() for it in items]
+        if waiting and launcher.get("wait", True):
+            self._wait(sweep_dir, sweep_id, waiting, float(launcher.get("poll_interval_s") or 5))
+        elif waiting:
+            print(
+                f"{len(jobs)} point(s) submitted, {len(waiting)} pending; "
+                f"watch with `python -m sweeper.status {sweep_dir}`, "
+                f"collect with `python -m sweeper.report {sweep_dir}`",
+                flush=True,
+            )
+        return returns
+
+    def _submit(self, sweep_dir: Path, groups: dict, cluster: dict[str, Any]) -> list[Any]:
+        import submitit
+
+        from sweeper.launchers.slurm.in_job import SlurmPoint
+
+        jobs = []
+        for items in groups.values():
+            fn = SlurmPoint(int(cluster.get("max_requeues") or 0), int(cluster.get("signal_delay_s") or 30))
+            payloads = [it["payload"] for it in items]
+            check_picklable(fn, "the job callable")
+            for p in payloads:
+                check_picklable(p, f"the payload of point {p['point_id']} ({' '.join(p['overrides'])})")
+            executor = submitit.SlurmExecutor(folder=sweep_dir / SLURM_DIR / "%j", max_num_timeout=0)
+            executor.update_parameters(**items[0]["params"])
+            t0 = time.perf_counter()
+            group_jobs = executor.map_array(fn, payloads)
+            add_submitted(
+                sweep_dir,
+                {
+                    p["point_id"]: {
+                        "job_id": j.job_id,
+                        "overrides": p["overrides"],
+                        "spec": p["spec"],
+                        "replay": replay_command(p["overrides"]),
+                        "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    }
+                    for p, j in zip(payloads, group_jobs, strict=True)
+                },
+            )
+            print(
+                f"sbatch: array {group_jobs[0].job_id.split('_')[0]} with {len(group_jobs)} task(s) "
+                f"in {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
+            jobs.extend(group_jobs)
+        return jobs
+
+    @staticmethod
+    def _wait(sweep_dir: Path, sweep_id: str, point_ids: list[str], poll_s: float) -> None:
+        """Block until every submitted point of this sweep has a final record; each pass asks sacct once and writes
+        records for jobs the scheduler ended without one, so this never waits on a job that is gone."""
+        from collections import Counter
+
+        last = None
+        while True:
+            statuses = reconcile(sweep_dir, sweep_id)
+            mine = [statuses.get(pid, "pending") for pid in point_ids]
+            counts = Counter(mine)
+            line = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            if line != last:
+                print(f"[slurm] {line}", flush=True)
+                last = line
+            if counts.get("pending", 0) == 0:
+                return
+            time.sleep(poll_s)
+
+
+def _alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:
+    """Points whose latest job is still queued or running (so a resume does not submit them again)."""
+    if not submitted:
+        return set()
+    try:
+        info = sacct([e["job_id"] for e in submitted.values()])
+    except RuntimeError as e:
+        print(
+            f"sweeper: cannot ask SLURM about earlier jobs ({e}); resubmitting only points without a job",
+            file=sys.stderr,
+        )
+        return set(submitted)
+    from sweeper.launchers.slurm.accounting import FINAL_SLURM_STATES
+
+    return {
+        pid
+        for pid, e in submitted.items()
+        if e["job_id"] not in info or info[e["job_id"]]["state"] not in FINAL_SLURM_STATES
+    }
+
+
+def _job_return(overrides: list[str], status: str, idx: int) -> JobReturn:
+    ret = JobReturn()
+    ret.overrides = overrides
+    ret.status = JobStatus.COMPLETED
+    ret._return_value = status
+    ret.task_name = "sweeper"
+    ret.hydra_cfg = None
+    ret.working_dir = ""
+    return ret

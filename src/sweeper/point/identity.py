@@ -1,0 +1,71 @@
+"""A point's identity: what changes the run, normalised, hashed into a 12-hex point id.
+
+Two specs that would run the same training get the same id, so a grid never holds one configuration twice and
+timing noise never decides between two copies of it (turn-2 cases T09, T10). Normalisation, before hashing:
+
+- **budgets are not identity**: ``timeout_s``, ``host_mem_limit_gib`` and ``profile_trace`` bound or decorate a
+  run without changing what it measures; a rerun with a new budget replaces the old record (history kept as
+  ``result.<n>.json``);
+- **settings without effect are dropped**: ``use_reentrant`` without checkpointing (``gc=false``), ``fsdp_config``
+  without FSDP, ``deepspeed_config`` without DeepSpeed (both refused by the gate anyway), and passthrough entries
+  equal to what sweeper sets itself (see :func:`sweeper.point.gate.redundant_passthrough`).
+
+The record keeps the full spec as given; only the hash uses the normalised form. See ``docs/architecture.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sweeper.grid.spec import PointSpec
+
+#: Spec fields that bound or decorate a run without changing what it measures.
+BUDGET_FIELDS: frozenset[str] = frozenset({"timeout_s", "host_mem_limit_gib", "profile_trace"})
+
+
+def normalised(spec: PointSpec) -> dict[str, Any]:
+    """The spec as its identity: budgets removed, settings without effect reset (see the module doc).
+
+    Returns:
+        A plain dict (JSON-serialisable), the input of :func:`point_id`.
+    """
+    from sweeper.point.passthrough import redundant_passthrough
+
+    data = {k: v for k, v in spec.to_dict().items() if k not in BUDGET_FIELDS}
+    if not spec.gc:
+        data["use_reentrant"] = None  # torch.utils.checkpoint is never called
+    if spec.fsdp == "none":
+        data["fsdp_config"] = {}
+    if spec.zero == 0:
+        data["deepspeed_config"] = {}
+    for section, keys in redundant_passthrough(spec).items():
+        data[section] = _drop(data[section], keys)
+    return data
+
+
+def _drop(mapping: dict[str, Any], dotted: set[str]) -> dict[str, Any]:
+    """``mapping`` without the entries named by ``dotted`` paths (``"zero_optimization.stage"``)."""
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        inner = {d.split(".", 1)[1] for d in dotted if d.startswith(f"{k}.")}
+        if k in dotted:
+            continue
+        if inner and isinstance(v, dict):
+            v = _drop(v, inner)
+            if not v:
+                continue
+        out[k] = v
+    return out
+
+
+def canonical_json(spec: PointSpec) -> str:
+    """The normalised spec as canonical JSON (sorted keys, no whitespace): the input of :func:`point_id`."""
+    return json.dumps(normalised(spec), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def point_id(spec: PointSpec) -> str:
+    """12 hex digits of SHA-256 over :func:`canonical_json`: equal identities share an id, any change of what
+    runs gives a new one."""
+    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:12]

@@ -1,0 +1,69 @@
+"""What the target hardware can run under a truthful label (status ``unsupported``).
+
+Facts measured with the pinned libraries (``docs/measurement.md``): a point that would run something else than its
+label on this hardware is refused with the reason, never run under a false label. :mod:`sweeper.job.verify`
+catches anything these rules miss, after the first step.
+"""
+
+from __future__ import annotations
+
+from sweeper.grid.spec import PointSpec
+from sweeper.point.gate import Target, rule
+
+# GPUs without bf16 (compute capability < 8.0), by name fragment (case P04).
+NO_BF16_GPUS = ("V100", "T4", "P100", "P40", "K80", "TITAN V", "RTX 20")
+
+
+@rule(
+    "H01",
+    ("precision", "device"),
+    "fp16 on CPU would silently train fp32",
+    "accelerate (fp16 autocast only on accelerators); DeepSpeed refuses fp16 on CPU",
+    status="unsupported",
+)
+def _fp16_cpu(spec: PointSpec, target: Target):
+    if target.device_type == "cpu" and spec.precision == "fp16":
+        return (
+            "precision=fp16 on CPU: accelerate enables fp16 autocast only on accelerators (it would silently "
+            "train fp32) and DeepSpeed refuses fp16 on CPU; run fp16 on a GPU, or use precision=bf16 here",
+            ("precision", "device"),
+        )
+    return None
+
+
+@rule(
+    "H02",
+    ("fsdp", "device"),
+    "hybrid_shard runs only with FSDP1, which has no CPU support",
+    "transformers FSDP integration",
+    status="unsupported",
+)
+def _hybrid_cpu(spec: PointSpec, target: Target):
+    if target.device_type == "cpu" and spec.fsdp == "hybrid_shard":
+        return (
+            "fsdp=hybrid_shard on CPU: transformers runs hybrid_shard only with FSDP1, which has no CPU "
+            "support; run it on GPUs, or use full_shard here",
+            ("fsdp", "device"),
+        )
+    return None
+
+
+@rule(
+    "H03",
+    ("precision", "cluster.gpu_name"),
+    "bf16 needs compute capability 8.0 (Ampere) or newer",
+    "case P04",
+    status="unsupported",
+)
+def _bf16_old_gpu(spec: PointSpec, target: Target):
+    name = target.gpu_name or ""
+    if (
+        target.device_type == "cuda"
+        and spec.precision == "bf16"
+        and any(f.lower() in name.lower() for f in NO_BF16_GPUS)
+    ):
+        return (
+            f"precision=bf16 on {name}: bf16 needs compute capability 8.0 (Ampere) or newer",
+            ("precision", "cluster.gpu_name"),
+        )
+    return None

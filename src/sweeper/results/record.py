@@ -1,0 +1,162 @@
+"""The result record: one JSON file per grid point, written atomically.
+
+A record is plain data (JSON-serialisable dicts, no live objects) so that it survives a crash of the job that
+wrote it, pickles for SLURM, and can be read back by ``python -m sweeper.report`` long after the sweep ended.
+
+Layout on disk (one sweep directory per sweep)::
+
+    <sweep_dir>/
+      sweep.json                  # sweep id, start time, command line (written once, never overwritten)
+      points/<point_id>/result.json
+      points/<point_id>/rank<r>.json, rank<r>.log, trace_rank<r>.json, top_ops_rank<r>.txt
+      results.csv, results.parquet, report.md, report.html, frontier.png
+
+Units: every byte count is in bytes (int), every duration in seconds (float), throughput in tokens/s or
+samples/s. Binary units (MiB = 2**20 bytes, GiB = 2**30 bytes) are used only for display.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweeper.results.atomic import write_json_atomic
+
+#: Every status a point can end in. ``ok`` is the only one with valid throughput numbers.
+STATUSES: tuple[str, ...] = (
+    "ok",  # ran, measured
+    "oom",  # out of memory (device or host allocator); failure holds the parsed numbers
+    "host_oom",  # killed by the scheduler for exceeding the job's host memory request
+    "error",  # any other exception; error_kind says which family
+    "timeout",  # exceeded its wall-clock limit (or the scheduler's time limit)
+    "preempted",  # preempted by the scheduler more often than the requeue budget allows
+    "cancelled",  # cancelled by a person or the scheduler
+    "invalid",  # refused before launch: the combination cannot work (reason names the keys)
+    "unsupported",  # refused or stopped: this hardware cannot run what the label says
+    "pruned",  # predicted not to fit, not launched
+    "pending",  # no final result yet (collected before the sweep finished)
+)
+
+#: Statuses after which the point will not change any more (resume skips these).
+FINAL_STATUSES: frozenset[str] = frozenset(s for s in STATUSES if s != "pending")
+
+RESULT_FILE = "result.json"
+POINTS_DIR = "points"
+
+
+@dataclass
+class Record:
+    """One grid point's outcome.
+
+    Attributes:
+        sweep_id: the sweep's unique id (also the last part of the sweep directory name).
+        point_id: 12 hex digits, hash of the canonical point spec (see :func:`sweeper.grid.spec.point_id`).
+        status: one of :data:`STATUSES`.
+        overrides: the Hydra overrides that select this point (``["fsdp=full_shard", "gc=true"]``).
+        spec: the canonical point spec (flat dict of plain values, see :class:`sweeper.grid.spec.PointSpec`).
+        replay: a shell command that runs exactly this point again.
+        reason: for every non-``ok`` status, a sentence a person can act on.
+        error_kind: for ``error``: ``checkpoint-recompute``, ``config``, ``collective``, ``crash``, ``import``,
+            ``incompatible``, ``runtime``, ... (see :mod:`sweeper.failures`).
+        setup: what really ran, verified after the Trainer was set up (world size, wrapper type, compute dtype,
+            DeepSpeed stage, checkpointing implementation, ``use_reentrant``).
+        metrics: the measurements (keys carry units: ``step_time_s_median``, ``peak_mem_bytes``, ...).
+        failure: failure details: parsed OOM numbers in bytes, rank, phase (setup/train/eval), step, exception
+            type, traceback tail.
+        predicted: the memory/time model's numbers for this point (filled by capacity planning).
+        env: host, devices, library versions, SLURM job id.
+        artifacts: paths (relative to the point directory) of traces, top-op tables and logs.
+        wall_time_s: seconds from launching the point's ranks to the record being written.
+    """
+
+    sweep_id: str
+    point_id: str
+    status: str
+    overrides: list[str] = field(default_factory=list)
+    spec: dict[str, Any] = field(default_factory=dict)
+    replay: str = ""
+    reason: str | None = None
+    error_kind: str | None = None
+    setup: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    failure: dict[str, Any] | None = None
+    predicted: dict[str, Any] | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    wall_time_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
+        if self.status != "ok" and not self.reason:
+            raise ValueError(f"a {self.status!r} record needs a reason a person can act on")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain JSON-serialisable data."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        """Build a record from :meth:`to_dict` output; unknown keys are ignored (newer writers)."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def point_dir(sweep_dir: Path, point_id: str) -> Path:
+    """The folder of one point inside a sweep directory."""
+    return Path(sweep_dir) / POINTS_DIR / point_id
+
+
+def write_record(sweep_dir: Path, record: Record) -> Path:
+    """Write a point's record to ``<sweep_dir>/points/<point_id>/result.json`` atomically.
+
+    Raises:
+        FileExistsError: if a final record for this point already exists (a finished point is never
+            overwritten; delete its folder by hand to re-run it).
+    """
+    path = point_dir(sweep_dir, record.point_id) / RESULT_FILE
+    if path.exists():
+        old = read_record(path)
+        if old.status in FINAL_STATUSES:
+            raise FileExistsError(f"{path} already holds a final result ({old.status}); refusing to overwrite it")
+    write_json_atomic(path, record.to_dict())
+    return path
+
+
+def read_record(path: Path) -> Record:
+    """Read one ``result.json``.
+
+    Raises:
+        ValueError: if the file is not a valid record (the message names the file).
+    """
+    try:
+        return Record.from_dict(json.loads(Path(path).read_text()))
+    except (json.JSONDecodeError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: not a valid sweeper result record: {e}") from e
+
+
+def iter_records(sweep_dir: Path) -> list[Record]:
+    """All records of a sweep directory, sorted by point id (unreadable files raise ValueError)."""
+    root = Path(sweep_dir) / POINTS_DIR
+    return [read_record(p) for p in sorted(root.glob(f"*/{RESULT_FILE}"))]
+
+
+def existing_final_status(sweep_dir: Path, point_id: str, rerun: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """The final status of a point that needs no new run, or None (no record, not final, or to be re-run).
+
+    A final record whose status is in ``rerun`` (e.g. ``{"error", "timeout"}``) is moved aside to
+    ``result.<n>.json`` (history kept, nothing lost) so that the point runs again.
+    """
+    path = point_dir(sweep_dir, point_id) / RESULT_FILE
+    if not path.exists():
+        return None
+    status = read_record(path).status
+    if status not in FINAL_STATUSES:
+        return None
+    if status in rerun:
+        n = len(list(path.parent.glob("result.*.json")))
+        path.rename(path.parent / f"result.{n}.json")
+        return None
+    return status

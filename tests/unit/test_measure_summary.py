@@ -1,0 +1,41 @@
+"""Merging rank files: step statistics over the slowest rank, and which failure explains a point."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.results.collect import _signal_from_log, step_statistics
+
+# torchrun's summary when rank 1 was SIGKILLed and rank 0 then failed in a collective (observed first)
+TORCHRUN_SUMMARY = """
+Failures:
+[1]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 28743)  (SIGKILL)
+  traceback : Signal 9 (SIGKILL) received by PID 28743
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 28742)
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+"""
+
+
+def test_step_time_is_the_slowest_rank_per_step_then_median_p10_p90():
+    stats = step_statistics([[0.10, 0.20, 0.30, 0.40, 0.50], [0.12, 0.18, 0.35, 0.40, 0.90]])
+    # per-step max: 0.12, 0.20, 0.35, 0.40, 0.90
+    assert stats["timed_steps"] == 5
+    assert stats["step_time_s_median"] == pytest.approx(0.35)
+    assert stats["step_time_s_p10"] == pytest.approx(0.12 + 0.4 * (0.20 - 0.12))
+    assert stats["step_time_s_p90"] == pytest.approx(0.40 + 0.6 * (0.90 - 0.40))
+    assert step_statistics([[], []]) is None
+
+
+def test_the_killed_rank_is_the_cause_even_when_torchrun_observed_the_survivor_first():
+    assert _signal_from_log(TORCHRUN_SUMMARY) == "SIGKILL"
+
+
+def test_sigterm_alone_is_reported_as_sigterm():
+    assert _signal_from_log("  traceback : Signal 15 (SIGTERM) received by PID 7") == "SIGTERM"
+    assert _signal_from_log("nothing here") is None
