@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.results.collect import _signal_from_log, step_statistics
+from sweeper.results.ranks import _signal_from_log, step_statistics
 
 # torchrun's summary when rank 1 was SIGKILLed and rank 0 then failed in a collective (observed first)
 TORCHRUN_SUMMARY = """

@@ -41,8 +41,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
+
+from sweeper.failures.incompatible import (
+    KNOWN_INCOMPATIBLE,
+    KnownIncompatible,
+    known_incompatible,
+    match_known_incompatible,
+    normalise_value,
+)
+from sweeper.units import GIB, SIZE_PATTERN, format_bytes, parse_size
 
 __all__ = [
     "ERROR_KINDS",
@@ -74,74 +82,6 @@ PHASES: tuple[str, ...] = ("setup", "train", "eval")
 
 #: How many traceback lines are kept in ``Failure.details["traceback_tail"]``.
 TRACEBACK_TAIL_LINES = 30
-
-_GIB = 2**30
-
-# ----------------------------------------------------------------------------------------------------------- sizes
-
-#: Bytes per unit label. Binary labels are binary, decimal labels decimal: the label is taken literally.
-_UNIT_BYTES: dict[str, int] = {
-    "b": 1,
-    "byte": 1,
-    "bytes": 1,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-}
-_NUM = r"\d+(?:\.\d+)?"
-_UNIT = r"(?:TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)"
-#: A size as the allocators print it, e.g. "340.00 MiB", "0 bytes", "5GB" (one capture group: the whole size).
-_SIZE = rf"({_NUM}\s*{_UNIT})\b"
-_SIZE_FULL = re.compile(rf"\s*({_NUM})\s*({_UNIT})\s*", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """Parse a printed size into bytes: ``"340.00 MiB"`` -> ``356515840``.
-
-    Units (case-insensitive): ``B``/``byte``/``bytes``; binary ``KiB``, ``MiB``, ``GiB``, ``TiB`` (2**10, 2**20, ...);
-    decimal ``KB``, ``MB``, ``GB``, ``TB`` (10**3, 10**6, ...). The label is taken literally, also where a tool
-    computed a binary value and labelled it ``MB``. A unit is required; whitespace between number and unit optional.
-
-    Rounding: the exact decimal product ``value * unit`` is rounded to the nearest integer, ties to even (Python's
-    ``round``), without float error: ``"94.97 GiB"`` -> ``round(Decimal("94.97") * 2**30)``.
-
-    Raises:
-        TypeError: ``text`` is not a ``str``.
-        ValueError: anything else than one non-negative number followed by a known unit.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"parse_size expects a str, got {type(text).__name__}")
-    m = _SIZE_FULL.fullmatch(text)
-    if not m:
-        raise ValueError(f"not a size with a unit (e.g. '340.00 MiB', '123 bytes'): {text!r}")
-    try:
-        value = Decimal(m.group(1))
-    except InvalidOperation as e:  # pragma: no cover - the regex only lets digits through
-        raise ValueError(f"bad number in size {text!r}") from e
-    exact = value * _UNIT_BYTES[m.group(2).lower()]
-    return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
-
-
-def format_bytes(n: int | None) -> str:
-    """Display a byte count in binary units with two decimals: ``356515840`` -> ``"340.00 MiB"``.
-
-    Below 1 KiB the count is shown as ``"512 B"``; the unit is the largest of KiB/MiB/GiB/TiB not above ``n``.
-    ``None`` (a number the message did not give) is shown as ``"n/a"``.
-    """
-    if n is None:
-        return "n/a"
-    sign, a = ("-", -n) if n < 0 else ("", n)
-    if a < 1024:
-        return f"{sign}{a} B"
-    for unit, k in (("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
-        if a >= 1024**k:
-            return f"{sign}{a / 1024**k:.2f} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ------------------------------------------------------------------------------------------------------------- OOM
@@ -232,24 +172,24 @@ _KIND_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 _FIELD_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
     name: tuple(re.compile(p, re.IGNORECASE) for p in pats)
     for name, pats in {
-        "requested_bytes": (rf"tried to allocate\s+{_SIZE}",),
+        "requested_bytes": (rf"tried to allocate\s+{SIZE_PATTERN}",),
         "capacity_bytes": (
-            rf"total capac\w*\s+of\s+{_SIZE}",
-            rf"{_SIZE}\s+total capacity",
-            rf"max allowed:\s*{_SIZE}",
+            rf"total capac\w*\s+of\s+{SIZE_PATTERN}",
+            rf"{SIZE_PATTERN}\s+total capacity",
+            rf"max allowed:\s*{SIZE_PATTERN}",
         ),
-        "free_bytes": (rf"{_SIZE}\s+(?:is\s+)?free\b",),
-        "in_use_bytes": (rf"this process has\s+{_SIZE}\s+memory in use",),
+        "free_bytes": (rf"{SIZE_PATTERN}\s+(?:is\s+)?free\b",),
+        "in_use_bytes": (rf"this process has\s+{SIZE_PATTERN}\s+memory in use",),
         "allocated_bytes": (
-            rf"{_SIZE}\s+is allocated by PyTorch",
-            rf"{_SIZE}\s+already allocated",
-            rf"MPS allocated:\s*{_SIZE}",
+            rf"{SIZE_PATTERN}\s+is allocated by PyTorch",
+            rf"{SIZE_PATTERN}\s+already allocated",
+            rf"MPS allocated:\s*{SIZE_PATTERN}",
         ),
-        "reserved_unallocated_bytes": (rf"{_SIZE}\s+is reserved by PyTorch but unallocated",),
-        "reserved_total_bytes": (rf"{_SIZE}\s+reserved in total by PyTorch", rf"{_SIZE}\s+cached\)"),
+        "reserved_unallocated_bytes": (rf"{SIZE_PATTERN}\s+is reserved by PyTorch but unallocated",),
+        "reserved_total_bytes": (rf"{SIZE_PATTERN}\s+reserved in total by PyTorch", rf"{SIZE_PATTERN}\s+cached\)"),
     }.items()
 }
-_OTHER_PROCESS = re.compile(rf"\bProcess\s+\d+\s+has\s+{_SIZE}\s+memory in use", re.IGNORECASE)
+_OTHER_PROCESS = re.compile(rf"\bProcess\s+\d+\s+has\s+{SIZE_PATTERN}\s+memory in use", re.IGNORECASE)
 _DEVICE_INDEX = re.compile(r"\b(?:GPU|NPU|XPU|HPU)\s+(\d+)\b")
 
 
@@ -257,7 +197,7 @@ def _fragmentation(info: OomInfo) -> bool:
     unalloc = info.unallocated_reserved_estimate
     if unalloc is None:
         return False
-    if unalloc > _GIB:
+    if unalloc > GIB:
         return True
     return info.capacity_bytes is not None and info.capacity_bytes > 0 and unalloc > info.capacity_bytes // 10
 
@@ -293,117 +233,6 @@ def parse_oom(message: str) -> OomInfo | None:
             info.device_index = int(m.group(1))
     info.fragmentation_hint = _fragmentation(info)
     return info
-
-
-# -------------------------------------------------------------------------------------------- known incompatible
-
-
-@dataclass(frozen=True)
-class KnownIncompatible:
-    """One combination known to fail with some versions of one library.
-
-    Attributes:
-        description: what fails and why, in a sentence.
-        condition: flat spec keys (``zero``, ``gc``, ``fsdp``, ``use_reentrant``, ``precision``, ``frozen_params``)
-            and the value each must have; a tuple means "any of these". A missing spec key counts as ``None``,
-            except ``frozen_params`` which defaults to ``False``.
-        library: the distribution name whose version decides (``deepspeed``, ``torch``, ``transformers``).
-        affected: a PEP 440 specifier (``packaging.specifiers.SpecifierSet``) of the failing versions.
-        source: where it was reported, e.g. ``"huggingface/transformers#47254"``.
-        workaround: what to run instead.
-    """
-
-    description: str
-    condition: dict[str, Any]
-    library: str
-    affected: str
-    source: str
-    workaround: str = ""
-
-    def matches_spec(self, spec: dict[str, Any]) -> bool:
-        for key, wanted in self.condition.items():
-            default = False if key == "frozen_params" else None
-            value = _normalise(spec.get(key, default))
-            allowed = wanted if isinstance(wanted, tuple) else (wanted,)
-            if value not in allowed:
-                return False
-        return True
-
-    def affects(self, version: str | None) -> bool:
-        """True when ``version`` is in :attr:`affected`; False when unknown or unparsable."""
-        if not version:
-            return False
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            return SpecifierSet(self.affected).contains(Version(version), prereleases=True)
-        except InvalidVersion:
-            return False
-
-
-#: Combinations known to fail, by library version. Consulted before launch (:func:`known_incompatible`) and when
-#: classifying a failure (an ``incompatible`` error then carries the row's reason and the versions).
-KNOWN_INCOMPATIBLE: list[KnownIncompatible] = [
-    KnownIncompatible(
-        description=(
-            "DeepSpeed ZeRO-3 + gradient checkpointing (non-reentrant) + frozen parameters (e.g. LoRA): ZeRO-3 "
-            "repartitions a frozen parameter before the checkpoint recompute, so the recomputed tensor has size 0 "
-            "and torch.utils.checkpoint raises CheckpointError. Fixed in DeepSpeed 0.19.3 (deepspeedai/DeepSpeed"
-            "#8148); the first affected release is not known (reports since 2024, huggingface/trl#2514), so every "
-            "earlier release is treated as affected"
-        ),
-        condition={"zero": 3, "gc": True, "frozen_params": True, "use_reentrant": (False, None)},
-        library="deepspeed",
-        affected="<0.19.3",
-        source="huggingface/transformers#47254",
-        workaround="use_reentrant=true, or zero=2, or deepspeed>=0.19.3",
-    ),
-]
-
-
-def _normalise(value: Any) -> Any:
-    """Spec values as the table compares them: "true"/"false" -> bool, "3" -> 3."""
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low in ("true", "yes"):
-            return True
-        if low in ("false", "no"):
-            return False
-        if low.isdigit():
-            return int(low)
-    return value
-
-
-def _version_of(versions: dict[str, str], library: str) -> str | None:
-    canon = {k.lower().replace("_", "-"): v for k, v in versions.items()}
-    return canon.get(library.lower().replace("_", "-"))
-
-
-def match_known_incompatible(spec: dict[str, Any], versions: dict[str, str]) -> KnownIncompatible | None:
-    """The first :data:`KNOWN_INCOMPATIBLE` row whose condition ``spec`` meets, for the installed ``versions``.
-
-    ``versions`` maps distribution names to version strings (``{"deepspeed": "0.19.2"}``); a library missing from
-    it, or with an unparsable version, does not match (nothing is claimed about a version we cannot see).
-    """
-    for row in KNOWN_INCOMPATIBLE:
-        if row.matches_spec(spec) and row.affects(_version_of(versions, row.library)):
-            return row
-    return None
-
-
-def known_incompatible(spec: dict[str, Any], versions: dict[str, str]) -> str | None:
-    """The reason ``spec`` is known to fail with the installed ``versions``, or ``None``.
-
-    ``spec`` is the flat point spec (keys ``zero``, ``gc``, ``fsdp``, ``use_reentrant``, ``precision``,
-    ``frozen_params``); see :func:`match_known_incompatible` for how rows and versions are matched.
-    """
-    row = match_known_incompatible(spec, versions)
-    if row is None:
-        return None
-    version = _version_of(versions, row.library)
-    text = f"{row.description} [{row.library} {version} is in the affected range {row.affected}; {row.source}]"
-    return f"{text}. Workaround: {row.workaround}." if row.workaround else text + "."
 
 
 # ------------------------------------------------------------------------------------------------ classification
@@ -667,7 +496,7 @@ _ZERO3_EVIDENCE = re.compile(r"deepspeed|zero[-_ ]?3|stage3|partition_parameters
 
 def _is_zero3(spec: dict[str, Any] | None, message: str, traceback_text: str) -> bool:
     if spec is not None and "zero" in spec:
-        return _normalise(spec.get("zero")) == 3
+        return normalise_value(spec.get("zero")) == 3
     return bool(_ZERO3_EVIDENCE.search(message) or _ZERO3_EVIDENCE.search(traceback_text))
 
 

@@ -186,13 +186,13 @@ def finish(
         wall_time_s: seconds from starting the ranks to now.
         env: the environment to record (default: this process's).
         outcome: a launcher-decided outcome (e.g. ``host_oom`` from the host-memory watch) that replaces the
-            one read from the rank files; same keys as :func:`sweeper.results.collect.summarize_ranks` returns.
+            one read from the rank files; same keys as :func:`sweeper.results.ranks.summarize_ranks` returns.
         artifacts: extra files of the point (name -> path relative to the point directory), e.g. the ranks' log.
 
     Returns:
         The record written.
     """
-    from sweeper.results.collect import summarize_ranks
+    from sweeper.results.ranks import summarize_ranks
 
     spec = prepared.spec
     env = dict(env if env is not None else environment())
