@@ -39,6 +39,7 @@ def main(cfg: DictConfig) -> str:
     from sweeper.grid.spec import from_config
     from sweeper.launchers.local import run_point
     from sweeper.launchers.progress import announce, finished
+    from sweeper.point.lifecycle import internal_error
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -47,9 +48,12 @@ def main(cfg: DictConfig) -> str:
     spec = from_config(cfg)  # a single refused point was already stopped by ReportCallback.on_run_start
     info = read_sweep(sweep_dir)
     index = hc.job.num if multirun else 0
-    with announce(index, info.get("n_points"), overrides):
-        rerun = frozenset(cfg.launcher.rerun_statuses)
-        record = run_point(spec, overrides, sweep_dir, info.get("sweep_id", sweep_dir.name), rerun)
+    sweep_id = info.get("sweep_id", sweep_dir.name)
+    try:
+        with announce(index, info.get("n_points"), overrides):
+            record = run_point(spec, overrides, sweep_dir, sweep_id, frozenset(cfg.launcher.rerun_statuses))
+    except Exception as e:  # noqa: BLE001 - a point never ends the grid, not even through a bug of sweeper's own
+        record = internal_error(spec, overrides, sweep_dir, sweep_id, e)
     finished(index, info.get("n_points"), overrides, record)
     if not multirun:
         _single_status.append(record.status)

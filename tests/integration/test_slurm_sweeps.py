@@ -191,10 +191,26 @@ def _wait_state(job_id: str, state: str, timeout_s: float = 120) -> None:
         time.sleep(1)
 
 
+def _starts(sweep_dir: Path) -> int:
+    """How many times submitit started a task of this sweep's jobs (its log line per start, appended on requeue)."""
+    return sum(p.read_text(errors="replace").count("Starting with") for p in sweep_dir.glob("slurm/**/*_log.err"))
+
+
+def _wait_started(sweep_dir: Path, more_than: int, timeout_s: float = 120) -> int:
+    """Poll until the job's tasks have started more than ``more_than`` times; return the new count."""
+    deadline = time.monotonic() + timeout_s
+    while (n := _starts(sweep_dir)) <= more_than:
+        assert time.monotonic() < deadline, f"no new task start after {more_than}"
+        time.sleep(0.5)
+    return n
+
+
 def _preempt(job_id: str) -> None:
     """Run a job in the higher-priority partition that needs the whole node: SLURM requeues ours."""
     subprocess.run(
-        ["sbatch", "-p", "urgent", "-c", "2", "--mem=100M", "--wrap", "sleep 1"], check=True, capture_output=True
+        ["sbatch", "-p", "urgent", "-c", "2", "--mem=100M", "--output=/dev/null", "--wrap", "sleep 1"],
+        check=True,
+        capture_output=True,
     )
     _wait_state(job_id, "PENDING")
     # SLURM holds a requeued job for 2 minutes (BeginTime); let it start again now
@@ -216,9 +232,10 @@ def test_a_preempted_point_is_requeued_up_to_max_requeues_then_recorded_as_preem
     (entry,) = json.loads((run.sweep_dir / "submitted.json").read_text()).values()
     job = entry["job_id"]
     _wait_state(job, "RUNNING")
+    started = _wait_started(run.sweep_dir, 0)
     _preempt(job)  # first preemption: requeued (1 <= max_requeues), runs again
     _wait_state(job, "RUNNING")
-    time.sleep(2)
+    _wait_started(run.sweep_dir, started)  # the requeued job really started again
     _preempt(job)  # second: over the budget, the restarted job records preempted
     deadline = time.monotonic() + 120
     while not list(run.sweep_dir.glob("points/*/result.json")):

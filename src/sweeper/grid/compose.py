@@ -14,7 +14,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, open_dict
 
 
 def compose_points(
@@ -46,8 +46,11 @@ def compose_points(
         keys = [o for o in parsed if o.input_line not in groups]
         if groups not in base:
             full = config_loader.load_sweep_config(master_config, list(groups))
-            # the job's own keys only: Hydra's node is most of the config and no task override targets it
-            base[groups] = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+            # the job's own keys only: Hydra's node is most of the config and no task override targets it. Deleted
+            # from the typed config (not masked_copy, which drops the schema: then precision=fp8 would compose)
+            with open_dict(full):
+                del full["hydra"]
+            base[groups] = full
         cfg = copy.deepcopy(base[groups])
         ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
         out.append(cfg)

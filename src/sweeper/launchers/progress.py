@@ -1,4 +1,9 @@
-"""Progress lines while a sweep runs (rich): a spinner while a point runs, one summary line when it ends."""
+"""Progress lines while a sweep runs (rich): a spinner while a point runs, one summary line when it ends.
+
+Overrides, reasons and every other text from a user or a library are printed literally: rich markup and highlighting
+are off everywhere here (case T07: a gloo message starting ``[/.../pair.cc:NNN]`` was read as a markup tag and
+killed the sweep).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.text import Text
 
 from sweeper.results.record import Record
+from sweeper.units import MIB
 
-_console = Console(stderr=False, highlight=False)
-MIB = 2**20
+_console = Console(stderr=False, highlight=False, markup=False, emoji=False)
 
 
 def _label(index: int, total: int | None, overrides: list[str]) -> str:
@@ -21,12 +27,13 @@ def _label(index: int, total: int | None, overrides: list[str]) -> str:
 @contextmanager
 def announce(index: int, total: int | None, overrides: list[str]) -> Iterator[None]:
     """Show a spinner with the point's overrides while the block runs (plain text when not a terminal)."""
-    with _console.status(f"running {_label(index, total, overrides)}"):
+    with _console.status(Text(f"running {_label(index, total, overrides)}")):
         yield
 
 
-def finished(index: int, total: int | None, overrides: list[str], record: Record) -> None:
-    """Print one line: status, tokens/s per device, peak memory (MiB, binary), wall time (s)."""
+def summary_line(index: int, total: int | None, overrides: list[str], record: Record) -> str:
+    """One line: position and overrides, status, tokens/s per device and peak memory (MiB = 2**20 bytes) when
+    ``ok``, else the reason; wall time in seconds."""
     m = record.metrics
     parts = [_label(index, total, overrides), record.status]
     if record.status == "ok":
@@ -37,4 +44,9 @@ def finished(index: int, total: int | None, overrides: list[str], record: Record
         parts.append(record.reason or "")
     if record.wall_time_s is not None:
         parts.append(f"({record.wall_time_s:.1f} s)")
-    _console.print("  ".join(parts), soft_wrap=True)
+    return "  ".join(parts)
+
+
+def finished(index: int, total: int | None, overrides: list[str], record: Record) -> None:
+    """Print :func:`summary_line` literally (never as markup)."""
+    _console.print(Text(summary_line(index, total, overrides, record)), soft_wrap=True)

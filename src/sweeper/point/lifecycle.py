@@ -209,3 +209,29 @@ def write(sweep_dir: Path, record: Record) -> Record:
     """Write ``record`` atomically as its point's ``result.json`` and return it."""
     write_record(sweep_dir, record)
     return record
+
+
+def internal_error(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str, exc: BaseException) -> Record:
+    """Record a failure of sweeper's own code on one point (status ``error``, kind ``internal``) so that the grid
+    goes on and the report is written; the reason carries the exception's type and text, literally.
+
+    Returns:
+        The record written, or an unwritten one when even writing failed (e.g. a full disk; the reason says so).
+    """
+    import traceback
+
+    pid = point_id(spec)
+    record = Record(
+        status="error",
+        error_kind="internal",
+        reason=f"sweeper failed on this point (a bug, please report it): {type(exc).__name__}: {exc}",
+        failure={"traceback": traceback.format_exc()[-4000:]},
+        **_base(sweep_id, pid, overrides, spec, None),
+    )
+    try:
+        path = point_dir(Path(sweep_dir), pid) / RESULT_FILE
+        if not path.exists():
+            write(Path(sweep_dir), record)
+    except OSError as e:
+        record.reason += f"; the record could not be written to {path.parent}: {e}"
+    return record

@@ -68,17 +68,32 @@ def sacct(job_ids: list[str]) -> dict[str, dict[str, Any]]:
         return {}
     if shutil.which("sacct") is None:
         raise RuntimeError("sacct not found: SLURM accounting is needed to learn how jobs ended")
-    fields = "JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason"
     out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-D", "-o", fields, "-j", ",".join(sorted(set(job_ids)))],
+        ["sacct", "-X", "-n", "-P", "-D", "-o", SACCT_FIELDS, "-j", ",".join(sorted(set(job_ids)))],
         capture_output=True,
         text=True,
         timeout=60,
     )
     if out.returncode != 0:
         raise RuntimeError(f"sacct failed ({out.returncode}): {out.stderr.strip()}")
+    return parse_sacct(out.stdout)
+
+
+#: The ``sacct -o`` fields :func:`parse_sacct` reads, in order.
+SACCT_FIELDS = "JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason"
+
+
+def parse_sacct(text: str) -> dict[str, dict[str, Any]]:
+    """Parse ``sacct -X -n -P -D -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason`` output.
+
+    With ``-D`` a requeued job has one line per run; the last line wins (the current run). ``ElapsedRaw`` is
+    seconds, ``TimelimitRaw`` minutes (converted to seconds); ``Partition_Limit`` or empty gives None.
+
+    Returns:
+        ``{job_id: {"state", "exit_code", "elapsed_s", "time_limit_s", "reason"}}``.
+    """
     info: dict[str, dict[str, Any]] = {}
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < 6:
             continue

@@ -1,0 +1,83 @@
+"""The sbatch script a point becomes (golden file) and sacct parsing on canned output: no cluster needed.
+
+Regenerate the golden file after a deliberate change with ``SWEEPER_UPDATE_GOLDEN=1 pytest tests/unit/test_slurm_script.py``
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from submitit.slurm.slurm import _make_sbatch_string
+
+from sweeper.launchers.slurm.accounting import parse_sacct
+from sweeper.launchers.slurm.submit import executor_parameters
+from tests.unit.test_slurm_units import _spec
+
+GOLDEN = Path(__file__).parent / "golden" / "sbatch_h100_2x8.sh"
+
+CLUSTER = {
+    "name": "h100",
+    "partition": "gpu",
+    "account": "proj",
+    "qos": "high",
+    "constraint": "h100",
+    "gpus_per_node": 8,
+    "cpus_per_task": 12,
+    "mem": "0",
+    "time_limit_min": None,
+    "array_parallelism": 4,
+    "setup": ["module load cuda/12.4", "source /opt/venv/bin/activate"],
+    "sbatch_extra": {"exclusive": True},
+    "signal_delay_s": 90,
+}
+
+
+def test_the_sbatch_script_of_a_two_node_point_matches_the_golden_file():
+    params = executor_parameters(CLUSTER, _spec(ranks_per_node=8, nodes=2, timeout_s=601), n_tasks=3)
+    text = _make_sbatch_string(
+        command="python -u -m submitit.core._submit /sweep/slurm/%j", folder="/sweep/slurm/%j", map_count=3, **params
+    )
+    if os.environ.get("SWEEPER_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=8",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --time=11",
+        "#SBATCH --signal=USR2@90",
+        "#SBATCH --array=0-2%3",  # min(array_parallelism, points)
+        "#SBATCH --partition=gpu",
+        "#SBATCH --qos=high",
+        "#SBATCH --exclusive",
+    ):
+        assert line in text.splitlines(), line
+
+
+CANNED = """\
+101_0|COMPLETED|0:0|35|2|
+101_1|TIMEOUT|0:15|125|2|TimeLimit
+102|PREEMPTED|0:0|40|10|
+102|RUNNING|0:0|12|10|None
+103|CANCELLED by 0|0:15|7|Partition_Limit|
+104|FAILED|9:0|3||
+garbage line without separators
+"""
+
+
+def test_sacct_lines_are_parsed_into_states_seconds_and_the_current_run_of_a_requeued_job():
+    info = parse_sacct(CANNED)
+    assert set(info) == {"101_0", "101_1", "102", "103", "104"}
+    assert info["101_0"] == {
+        "state": "COMPLETED",
+        "exit_code": "0:0",
+        "elapsed_s": 35,
+        "time_limit_s": 120,
+        "reason": "",
+    }
+    assert info["101_1"]["state"] == "TIMEOUT" and info["101_1"]["time_limit_s"] == 120
+    assert info["102"]["state"] == "RUNNING" and info["102"]["elapsed_s"] == 12  # -D: the last run wins
+    assert info["103"]["state"] == "CANCELLED" and info["103"]["time_limit_s"] is None
+    assert info["104"]["exit_code"] == "9:0" and info["104"]["time_limit_s"] is None
