@@ -1,6 +1,6 @@
 """From a point spec to a model, synthetic data, ``TrainingArguments`` and a ``Trainer`` (inside one rank).
 
-Truthful labels (see ``shared/notes/cpu-backend.md``): the Trainer's FSDP silently becomes DDP on CPU, because
+Truthful labels (``docs/measurement.md``): the Trainer's FSDP silently becomes DDP on CPU, because
 accelerate only turns an FSDP plugin into ``DistributedType.FSDP`` on GPU-like devices. :class:`SweeperTrainer`
 contains the one compatibility shim: on a multi-CPU run that asked for FSDP it makes the accelerator state choose
 FSDP (version 2, which works on gloo), so the point really shards. :mod:`sweeper.job.verify` checks the result.

@@ -1,0 +1,45 @@
+"""T12: every override spelled in ``--help`` and the README composes (Hydra refuses ``fsdp_config.x=1`` without +)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from sweeper.grid.compose import compose_points
+from tests.conftest import REPO
+from tests.unit.test_compose import loader_and_master  # noqa: F401 - fixture
+
+_PASSTHROUGH = re.compile(r"\+?(?:training_args|fsdp_config|deepspeed_config)\.[\w.]+=[^\s`'\"]+")
+
+
+def _spellings(text: str) -> list[str]:
+    return sorted({m.group(0) for m in _PASSTHROUGH.finditer(text) if "<" not in m.group(0)})
+
+
+@pytest.fixture(scope="module")
+def help_text() -> str:
+    out = subprocess.run([sys.executable, "-m", "sweeper", "--help"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_help_and_readme_show_passthrough_spellings(help_text):
+    assert len(_spellings(help_text)) >= 3
+    assert len(_spellings((REPO / "README.md").read_text())) >= 3
+
+
+@pytest.mark.parametrize("source", ["help", "README.md", "docs"])
+def test_every_passthrough_spelling_shown_to_users_composes(loader_and_master, help_text, source):  # noqa: F811
+    if source == "help":
+        text = help_text
+    elif source == "docs":
+        text = "\n".join(p.read_text() for p in sorted((REPO / "docs").glob("*.md")))
+    else:
+        text = (REPO / source).read_text()
+    loader, master = loader_and_master
+    for override in _spellings(text):
+        assert override.startswith("+"), f"{source} shows {override!r}: a new dict key needs Hydra's +"
+        compose_points(loader, master, [[override]])
