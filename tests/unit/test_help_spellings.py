@@ -43,3 +43,12 @@ def test_every_passthrough_spelling_shown_to_users_composes(loader_and_master, h
     for override in _spellings(text):
         assert override.startswith("+"), f"{source} shows {override!r}: a new dict key needs Hydra's +"
         compose_points(loader, master, [[override]])
+
+
+def test_help_lists_the_allowed_values_the_schema_accepts(help_text):
+    from sweeper.grid.schema import ZERO_STAGES, Device, Dtype, Fsdp, Precision
+
+    for key, enum in (("fsdp", Fsdp), ("precision", Precision), ("model_dtype", Dtype), ("device", Device)):
+        assert f"{key}=" + "|".join(v.value for v in enum) in help_text
+    assert "zero=" + "|".join(map(str, ZERO_STAGES)) in help_text
+    assert "host_mem_limit_gib=" in help_text

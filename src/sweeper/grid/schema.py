@@ -167,6 +167,52 @@ class SweeperConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 
+#: Keys shown in ``--help`` with a placeholder instead of a value list (what their numbers mean).
+_HELP_PLACEHOLDERS = {
+    "per_device_batch_size": "N",
+    "seq_len": "TOKENS",
+    "grad_accum": "N",
+    "ranks_per_node": "N",
+    "nodes": "N",
+    "warmup_steps": "STEPS",
+    "timed_steps": "STEPS",
+    "memory_steps": "STEPS",
+    "profile_steps": "STEPS",
+    "seed": "N",
+    "timeout_s": "SECONDS",
+    "host_mem_limit_gib": "GIB|null",
+}
+#: DeepSpeed ZeRO stages (``zero_optimization.stage``); 0 = DeepSpeed off.
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def help_keys(width: int = 110) -> str:
+    """The grid keys and their allowed values for ``--help``, derived from this schema (enums, bools, ZeRO stages),
+    so the help never lists a value the schema refuses."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(SweeperConfig)
+    items = []
+    for f in dataclasses.fields(SweeperConfig):
+        kind = hints[f.name]
+        if f.name == "zero":
+            items.append("zero=" + "|".join(map(str, ZERO_STAGES)))
+        elif isinstance(kind, type) and issubclass(kind, Enum):
+            items.append(f"{f.name}=" + "|".join(v.value for v in kind))
+        elif kind is bool:
+            items.append(f"{f.name}=true|false")
+        elif f.name in _HELP_PLACEHOLDERS:
+            items.append(f"{f.name}={_HELP_PLACEHOLDERS[f.name]}")
+    lines, line = [], ""
+    for item in items:
+        if line and len(line) + 3 + len(item) > width:
+            lines.append(line)
+            line = ""
+        line = f"{line}   {item}" if line else item
+    return "\n".join([*lines, line])
+
+
 def register_configs() -> None:
     """Register the schema as ``sweeper_schema`` (used by ``conf/config.yaml``'s defaults list) and every named
     grid in ``sweeps/*.yaml`` as an option of the ``sweeps`` group (``+sweeps=fsdp-gc``)."""
@@ -174,6 +220,8 @@ def register_configs() -> None:
 
     from sweeper.paths import sweeps_dir
 
+    if not OmegaConf.has_resolver("sweeper_help_keys"):
+        OmegaConf.register_new_resolver("sweeper_help_keys", lambda: help_keys().replace("\n", "\n  "))
     cs = ConfigStore.instance()
     cs.store(name="sweeper_schema", node=SweeperConfig)
     for path in sorted(sweeps_dir().glob("*.yaml")):
