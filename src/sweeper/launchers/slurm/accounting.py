@@ -19,6 +19,7 @@ from typing import Any
 
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_record
+from sweeper.units import MIB
 
 SUBMITTED_FILE = "submitted.json"
 SLURM_DIR = "slurm"
@@ -150,11 +151,7 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
             sched["host_rss_bytes"], sched["host_mem_limit_bytes"] = int(mem.group(1)), int(mem.group(2))
         reason = (
             f"killed by SLURM for exceeding its host memory request (job {entry['job_id']}, state {state} {code}"
-            + (
-                f", {int(mem.group(1)) / 2**20:.0f} MiB used > {int(mem.group(2)) / 2**20:.0f} MiB requested"
-                if mem
-                else ""
-            )
+            + (f", {int(mem.group(1)) / MIB:.0f} MiB used > {int(mem.group(2)) / MIB:.0f} MiB requested" if mem else "")
             + "); raise cluster.mem"
         )
     elif state == "CANCELLED":
