@@ -64,3 +64,17 @@ class KillRank(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         if state.global_step == self.at_step and _mine(self.rank):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class StopRankEarly(TrainerCallback):
+    """Rank ``rank`` alone stops training after optimizer step ``at_step`` (``control.should_training_stop``), as a
+    callback with a per-rank condition does (speechbrain#1939, case T07): it leaves ``train()`` normally with fewer
+    steps than asked, and the other ranks' next collective fails."""
+
+    def __init__(self, at_step: int = 4, rank: int = 1) -> None:
+        self.at_step, self.rank = at_step, rank
+
+    def on_step_end(self, args, state, control, **kwargs):
+        # global_step counts the optimizer steps finished, this one included
+        if state.global_step == self.at_step and _mine(self.rank):
+            control.should_training_stop = True

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (sweep_dir / POINTS_DIR).is_dir():
         print(f"sweeper.status: error: {sweep_dir} is not a sweep directory (no {POINTS_DIR}/)", file=sys.stderr)
         return 2
-    from sweeper.report import collect_records, sweep_info
+    from sweeper.results.collect import collect_records, sweep_info
 
     info = sweep_info(sweep_dir)
     if (sweep_dir / "submitted.json").exists():

@@ -58,6 +58,18 @@ def test_invalid_points_of_a_grid_are_recorded_and_the_grid_goes_on(sweeper_cli)
     assert "invalid" in run.report.read_text()
 
 
+def test_passthrough_refusals_in_a_grid_are_recorded_with_their_dotted_keys_and_rule(sweeper_cli):
+    run = sweeper_cli("-m", "zero=1,2", "+deepspeed_config.zero_optimization.stage=3")
+    assert run.proc.returncode == 0, run.output[-2000:]
+    records = iter_records(run.sweep_dir)
+    assert [r.status for r in records] == ["invalid", "invalid"]
+    for r in records:
+        assert r.failure["rule"] == "P10"
+        assert set(r.failure["keys"]) == {"zero", "deepspeed_config.zero_optimization.stage"}
+        assert f"zero={r.spec['zero']}" in r.reason
+    assert not list(run.sweep_dir.glob("points/*/rank*.json"))
+
+
 def test_fp16_on_cpu_is_unsupported_not_silently_fp32(sweeper_cli):
     run = sweeper_cli("-m", "precision=fp16", "zero=0,2")
     assert run.proc.returncode == 0, run.output[-2000:]

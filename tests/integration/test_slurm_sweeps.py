@@ -32,6 +32,8 @@ pytestmark = [
 ]
 
 SLURM = ["launcher=slurm", "cluster=dev", "launcher.poll_interval_s=1"]
+#: enough steps for every window (median of 3, one memory step), no profiler trace: what the checks need
+FEW_STEPS = ["timed_steps=3", "warmup_steps=1", "profile_steps=0", "profile_trace=false"]
 FAULTS = "tests.faults"
 
 
@@ -48,7 +50,9 @@ def _sacct_array_ids(sweep_dir: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def slurm_2x2(tmp_path_factory):
-    run = run_sweeper(["-m", "fsdp=none,full_shard", "gc=true,false", *SLURM], tmp_path_factory.mktemp("slurm2x2"))
+    run = run_sweeper(
+        ["-m", "fsdp=none,full_shard", "gc=true,false", *FEW_STEPS, *SLURM], tmp_path_factory.mktemp("slurm2x2")
+    )
     assert run.proc.returncode == 0, run.output[-4000:]
     return run
 
@@ -113,7 +117,6 @@ def test_a_point_over_its_memory_request_is_recorded_as_killed_for_memory(tmp_pa
 
 
 def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path):
-    t0 = time.perf_counter()
     run = run_sweeper(
         [
             "-m",
@@ -125,7 +128,7 @@ def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path):
         tmp_path,
     )
     assert run.proc.returncode == 0, run.output[-3000:]
-    assert time.perf_counter() - t0 < 30  # returned right after sbatch, nothing ran yet
+    assert "2 point(s) submitted, 2 pending" in run.output  # returned right after sbatch, without waiting
     assert "sweeper.status" in run.output
     submitted = json.loads((run.sweep_dir / "submitted.json").read_text())
     hang = next(e for e in submitted.values() if e["spec"]["callbacks"])
@@ -192,8 +195,8 @@ def _wait_state(job_id: str, state: str, timeout_s: float = 120) -> None:
 
 
 def _starts(sweep_dir: Path) -> int:
-    """How many times submitit started a task of this sweep's jobs (its log line per start, appended on requeue)."""
-    return sum(p.read_text(errors="replace").count("Starting with") for p in sweep_dir.glob("slurm/**/*_log.err"))
+    """How many times submitit started a task of this sweep's jobs (its stdout log line per start, appended on requeue)."""
+    return sum(p.read_text(errors="replace").count("Starting with") for p in sweep_dir.glob("slurm/*/*_log.out"))
 
 
 def _wait_started(sweep_dir: Path, more_than: int, timeout_s: float = 120) -> int:

@@ -35,7 +35,7 @@ def test_one_failing_point_leaves_the_other_points_and_the_report_intact(tmp_pat
 
 def test_fake_gpu_oom_on_rank_1_is_an_oom_result_with_parsed_bytes_rank_phase_and_step(tmp_path):
     run = run_sweeper(["timed_steps=3", f"+callbacks=[{{_target_:{FAULTS}.FakeGpuOom,at_step:4,rank:1}}]"], tmp_path)
-    assert run.proc.returncode == 0, run.output[-3000:]
+    assert run.proc.returncode == 1, run.output[-3000:]  # a single point that is not ok exits 1, with its report
     (r,) = run.records()
     assert r.status == "oom"
     f = r.failure
@@ -78,3 +78,26 @@ def test_a_rank_killed_by_sigkill_is_a_crash_naming_the_signal(tmp_path):
     (r,) = run.records()
     assert r.status == "error" and r.error_kind == "crash"
     assert "SIGKILL" in r.reason
+    # its rank<r>.step file outlived it: which rank died, and at which step (steps 0 and 1 finished)
+    assert (r.failure["rank"], r.failure["step"], r.failure["phase"]) == (1, 2, "train")
+    assert r.reason.startswith("rank 1 died at step 2 of 9 without writing its results: killed (SIGKILL)")
+
+
+def test_t07_a_rank_that_stops_early_is_named_as_the_cause_and_the_grid_still_writes_its_report(tmp_path):
+    """Case T07: rank 1 alone stops after step 4; rank 0's next collective fails with a gloo message that starts
+    with a bracket (``[/.../pair.cc:NNN]``). The other point of the grid (no callback) is fine."""
+    stop = f"{{_target_:{FAULTS}.StopRankEarly,at_step:4,rank:1}}"
+    run = run_sweeper(["-m", "timed_steps=3", f"+callbacks=[{stop}],[]"], tmp_path)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    assert run.report is not None and run.report.exists(), run.output[-3000:]
+    good = run.by(callbacks=[])
+    assert good.status == "ok"
+    (bad,) = [r for r in run.records() if r.spec["callbacks"]]
+    assert (bad.status, bad.error_kind) == ("error", "early-exit")
+    assert bad.reason.startswith("rank 1 stopped early at step 4 of 9 (fewer steps than asked)"), bad.reason
+    assert "consequence" in bad.reason and "pair.cc" in bad.reason and "hung" not in bad.reason
+    assert (bad.failure["rank"], bad.failure["step"], bad.failure["steps_asked"]) == (1, 4, 9)
+    assert bad.failure["consequence"]["rank"] == 0 and bad.failure["consequence"]["error_kind"] == "collective"
+    pdir = run.sweep_dir / "points" / bad.point_id
+    assert (pdir / "rank1.step").read_text() == "4"  # the progress file: steps finished, ASCII digits
+    assert "rank 1 stopped early at step 4 of 9" in run.report.read_text()

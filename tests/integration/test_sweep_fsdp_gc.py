@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sweeper.report.frontier import pareto_frontier
+from sweeper.results.frontier import pareto_frontier
 from tests.conftest import run_sweeper
 
 pytestmark = pytest.mark.slow

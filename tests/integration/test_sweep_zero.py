@@ -13,7 +13,10 @@ P = 210_240  # parameters of the tiny model
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    run = run_sweeper(["+sweeps=zero"], tmp_path_factory.mktemp("zero"))
+    run = run_sweeper(
+        ["+sweeps=zero", "timed_steps=3", "warmup_steps=1", "profile_steps=0", "profile_trace=false"],
+        tmp_path_factory.mktemp("zero"),
+    )
     assert run.proc.returncode == 0, run.output[-4000:]
     return run
 

@@ -574,22 +574,74 @@ def test_known_incompatible_hits_p07_for_an_affected_deepspeed():
         ({"use_reentrant": True}, {"deepspeed": "0.19.2"}),
         ({"zero": 2}, {"deepspeed": "0.19.2"}),
         ({"gc": False}, {"deepspeed": "0.19.2"}),
-        ({"frozen_params": False}, {"deepspeed": "0.19.2"}),
     ],
 )
 def test_known_incompatible_misses(change, versions):
     assert known_incompatible({**P07_SPEC, **change}, versions) is None
-    spec = {k: v for k, v in P07_SPEC.items() if k != "frozen_params"}  # frozen_params defaults to False
-    assert known_incompatible(spec, {"deepspeed": "0.19.2"}) is None
+
+
+def test_the_p07_row_names_a_seen_failure_but_never_refuses_before_launch():
+    """Frozen parameters are not a spec key: the gate cannot see them, so only the classifier uses the row."""
+    from sweeper.failures import match_known_incompatible
+
+    versions = {"deepspeed": "0.19.2"}
+    assert match_known_incompatible(P07_SPEC, versions).source == "huggingface/transformers#47254"
+    assert match_known_incompatible(P07_SPEC, versions, before_launch=True) is None
+
+
+def _point(**kw):
+    from omegaconf import OmegaConf
+
+    from sweeper.grid.schema import SweeperConfig
+    from sweeper.grid.spec import from_config
+
+    return from_config(OmegaConf.merge(OmegaConf.structured(SweeperConfig), kw)).to_dict()
+
+
+T03 = dict(gc=True, use_reentrant=True, training_args={"ddp_find_unused_parameters": True})
+
+
+def test_t03_ddp_reentrant_find_unused_matches_a_real_spec_with_dotted_training_args_keys():
+    from sweeper.failures import match_known_incompatible
+
+    row = match_known_incompatible(_point(**T03), {"torch": "2.13.0+cpu"}, before_launch=True)
+    assert row is not None and "mark a variable ready only once" in row.description
+    assert {"use_reentrant", "training_args.ddp_find_unused_parameters", "gc"} <= set(row.named_keys())
+    assert "#" in row.source and "use_reentrant=false" in row.workaround
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(use_reentrant=False),
+        dict(gc=False),
+        dict(ranks_per_node=1),  # one rank: no DDP wrapper
+        dict(fsdp="full_shard"),
+        dict(zero=2),
+        dict(training_args={"ddp_find_unused_parameters": False}),
+        dict(training_args={"ddp_find_unused_parameters": True, "ddp_static_graph": True}),  # the DDP docs' escape
+    ],
+)
+def test_t03_row_misses_what_ddp_supports(change):
+    assert known_incompatible(_point(**{**T03, **change}), {"torch": "2.13.0"}) is None
 
 
 def test_the_table_rows_are_well_formed():
     from packaging.specifiers import SpecifierSet
 
+    from sweeper.failures.incompatible import DERIVED
+    from sweeper.grid.spec import PointSpec
+
+    fields = set(PointSpec.__dataclass_fields__)
+    passthrough = ("training_args.", "fsdp_config.", "deepspeed_config.")
     for row in KNOWN_INCOMPATIBLE:
         SpecifierSet(row.affected)
-        assert row.description and row.library and "#" in row.source
-        assert set(row.condition) <= {"zero", "gc", "fsdp", "use_reentrant", "precision", "frozen_params"}
+        assert row.description and row.library and "#" in row.source and row.workaround
+        for key in row.condition:
+            assert key in fields or key in DERIVED or key.startswith(passthrough), key
+        for key in row.named_keys():
+            assert key in fields or key.startswith(passthrough), key
+    assert any(row.before_launch for row in KNOWN_INCOMPATIBLE)  # at least one row the gate can refuse on
 
 
 def test_module_stays_import_light():

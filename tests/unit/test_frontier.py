@@ -6,7 +6,7 @@ import random
 import pandas as pd
 import pytest
 
-from sweeper.report.frontier import mark_frontier, pareto_frontier
+from sweeper.results.frontier import mark_frontier, pareto_frontier
 
 
 def brute_force(t, m):

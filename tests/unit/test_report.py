@@ -10,19 +10,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.report import (
-    LEADING_COLUMNS,
-    _grid_values,
-    _mem_unit,
-    _method_notes,
-    _plot_data,
-    _png_figure,
-    build_report,
-    main,
-    records_to_frame,
-    results_table,
-)
+from sweeper.report import build_report, main
+from sweeper.report.fmt import mem_unit as _mem_unit
+from sweeper.report.grid import grid_values as _grid_values
+from sweeper.report.notes import method_notes as _method_notes
+from sweeper.report.plots import plot_data as _plot_data
+from sweeper.report.plots import png_figure as _png_figure
+from sweeper.report.tables import results_table
 from sweeper.results.record import Record, write_record
+from sweeper.results.row import COLUMNS, FAMILY, records_to_frame
+
+#: The fixed columns of the row, in schema order (dotted passthrough columns expand between them).
+FIXED = tuple(c.name for c in COLUMNS if c.dtype != FAMILY)
+POINT = re.compile(r"\| ([0-9a-f]{12}) \|")
 
 GIB, MIB = 2**30, 2**20
 ENV = {
@@ -32,6 +32,21 @@ ENV = {
     "transformers": "4.57.0",
     "slurm_job_id": "4242",
 }
+
+
+def main_table(section_text: str) -> str:
+    """A section without its folded details (``### ...`` and what follows)."""
+    return section_text.split("\n### ")[0]
+
+
+def details(section_text: str) -> str:
+    """The folded details of a section (``### ...`` and what follows)."""
+    return section_text.split("\n### ", 1)[1]
+
+
+def rows_by_point(table_text: str) -> dict[str, str]:
+    """``{point_id: line}`` of the table rows in ``table_text`` (the point id is a cell of its own)."""
+    return {m.group(1): line for line in table_text.splitlines() if (m := POINT.search(line))}
 
 
 def read_md(path) -> str:
@@ -129,9 +144,9 @@ def sweep(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_frame_has_the_leading_columns_in_order_and_exact_values():
+def test_frame_has_the_schema_columns_in_order_and_exact_values():
     df = records_to_frame([*good_points(), OOM, ERROR]).set_index("point_id", drop=False)
-    assert tuple(df.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
+    assert tuple(c for c in df.columns if c in FIXED) == FIXED
     for extra in ["use_reentrant", "wrapper", "oom_requested_bytes", "failure_phase", "wall_time_s"]:
         assert extra in df.columns
     assert df.loc["aaaa00000001", "peak_mem_gib"] == 3.0
@@ -151,7 +166,7 @@ def test_frame_has_the_leading_columns_in_order_and_exact_values():
 
 def test_empty_frame_still_has_the_columns():
     df = records_to_frame([])
-    assert len(df) == 0 and tuple(df.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
+    assert len(df) == 0 and tuple(df.columns) == FIXED
 
 
 def test_build_report_writes_csv_and_parquet_with_the_same_rows(sweep: Path):
@@ -178,12 +193,13 @@ def test_report_md_marks_the_frontier_and_lists_failures_and_replays(sweep: Path
     assert "node-7" in text and "4242" in text  # environment, SLURM job id
     assert "**fsdp**: `full_shard`, `none`" in text  # grid axis that varies
     results = text.split("## Results")[1].split("## Failures")[0]
-    rows = {line.split("|")[2].strip(): line for line in results.splitlines() if "| aaaa" in line}
+    rows = rows_by_point(main_table(results))
     assert "★" in rows["aaaa00000001"] and "★" in rows["aaaa00000002"] and "★" in rows["aaaa00000004"]
     assert "★" not in rows["aaaa00000003"]
     # sorted by tokens/s/device, descending
-    order = [line.split("|")[2].strip() for line in results.splitlines() if "| aaaa" in line]
+    order = list(rows)
     assert order[0] == "aaaa00000001" and order[-1] == "aaaa00000003"
+    assert list(rows_by_point(details(results))) == order  # the folded details, same order
     assert "| 3.00 |" in rows["aaaa00000001"]  # peak mem (GiB)
     assert "| 40.0 |" in rows["aaaa00000001"]  # MFU in percent
     assert "| 6.000 |" in rows["aaaa00000001"]  # optimizer state MiB
@@ -192,8 +208,9 @@ def test_report_md_marks_the_frontier_and_lists_failures_and_replays(sweep: Path
     failures = text.split("## Failures")[1].split("## Replay")[0]
     assert OOM.reason in failures and ERROR.reason in failures and "no result yet" in failures
     assert "checkpoint-recompute" in failures
-    oom_row = next(line for line in failures.splitlines() if "ffff00000001" in line)
+    oom_row = rows_by_point(details(failures))["ffff00000001"]
     assert "| 340 |" in oom_row and "| 18 |" in oom_row and "| 95 |" in oom_row
+    assert "| train |" in rows_by_point(main_table(failures))["ffff00000001"]  # phase
     assert "OOM requested (MiB)" in failures and "device capacity (GiB)" in failures
     for r in [*good_points(), OOM, ERROR]:
         assert r.replay in text.split("## Replay")[1]
@@ -311,9 +328,7 @@ def test_a_big_sweep_shows_at_most_max_rows_per_table_and_every_frontier_point(t
     assert slow < frontier and len(frontier) == 13  # the slow ones are the slowest of all ok points
 
     results = text.split("## Results")[1].split("## Failures")[0]
-    shown = [
-        line.split("|")[2].strip() for line in results.splitlines() if re.match(r"\| (★)? *\| [0-9a-f]{12} ", line)
-    ]
+    shown = list(rows_by_point(main_table(results)))
     assert len(shown) == 50 and frontier <= set(shown)
     ok = csv[csv["status"] == "ok"]
     others = ok[~ok["on_frontier"]].sort_values("tokens_per_s_per_device", ascending=False, kind="stable")
@@ -332,7 +347,7 @@ def test_a_big_sweep_shows_at_most_max_rows_per_table_and_every_frontier_point(t
     assert all(f"# {pid} (ok)" in replay for pid in frontier)
 
     page = (tmp_path / "report.html").read_text()
-    assert "<b>370 rows left out</b>" in page and "<b>30 rows left out</b>" in page
+    assert "<strong>370 rows left out</strong>" in page and "<strong>30 rows left out</strong>" in page
     assert "peak mem: 1.00 GiB" in page  # every point is still plotted
 
     everything = read_md(build_report(tmp_path, max_rows=None))
@@ -416,7 +431,7 @@ def test_mfu_peak_note_names_the_measurement_once_with_the_range(cpu_sweep: Path
     ) in notes
     results = section(text, "Results")
     assert "MFU peak (TFLOP/s)" in results  # the peaks differ by more than 1 %
-    assert "| 0.0673 |" in next(line for line in results.splitlines() if "cccc00000002" in line)
+    assert "| 0.0673 |" in rows_by_point(details(results))["cccc00000002"]
 
 
 def test_a_datasheet_peak_is_stated_once_and_gets_no_column():
@@ -486,8 +501,8 @@ def test_booleans_are_spelled_as_on_the_command_line(cpu_sweep: Path, sweep: Pat
     text = read_md(build_report(cpu_sweep))
     assert "- **gc**: `false`, `true`" in section(text, "Grid")
     assert "`use_reentrant=false`" in section(text, "Grid")
-    rows = [line for line in section(text, "Results").splitlines() if "| cccc" in line]
-    assert rows and all(("| true |" in r) != ("| false |" in r) for r in rows)
+    rows = list(rows_by_point(main_table(section(text, "Results"))).values())
+    assert len(rows) == 4 and all(("| true |" in r) != ("| false |" in r) for r in rows)
     assert "True" not in section(text, "Results") and "False" not in section(text, "Results")
     assert "# cccc00000002 (ok) fsdp=none gc=true" in section(text, "Replay")
     page = (cpu_sweep / "report.html").read_text()

@@ -29,7 +29,9 @@ class Fsdp(str, Enum):
 
 
 class Precision(str, Enum):
-    """Training precision: ``fp32``, or autocast with fp32 master weights (``bf16=True`` / ``fp16=True``)."""
+    """The compute dtype: ``fp32``, or autocast (``bf16=True`` / ``fp16=True``). With ``model_dtype=float32`` autocast
+    keeps fp32 master weights; ``model_dtype=bfloat16`` with ``bf16`` is pure bf16 training (no fp32 copy). Other
+    pairs are refused by the gate (``docs/gate.md``)."""
 
     fp32 = "fp32"
     bf16 = "bf16"
@@ -37,7 +39,7 @@ class Precision(str, Enum):
 
 
 class Dtype(str, Enum):
-    """dtype the model's weights are created in (``torch_dtype``); fp32 unless you know why not."""
+    """The storage dtype of the weights (``dtype`` of ``from_config``); see :class:`Precision` for the pairs."""
 
     float32 = "float32"
     bfloat16 = "bfloat16"

@@ -3,8 +3,10 @@
 Reads ``<point_dir>/spec.json``, builds the model and synthetic data, sets up the Trainer, runs warm-up + timed +
 memory + profiled steps (see :mod:`sweeper.job.measure`), verifies the labels (see :mod:`sweeper.job.verify`) and writes
 ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw exception (type, message, traceback, phase,
-step). The driver (:mod:`sweeper.launchers.local`) merges the rank files into the point's result record and classifies
-failures; a rank never decides the point's status alone.
+step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer steps finished) up to date, so that a rank
+killed by a signal still tells at which step it died. Both files are described in :mod:`sweeper.results.ranks`. The
+driver (:mod:`sweeper.launchers.local`) merges the rank files into the point's result record and classifies failures;
+a rank never decides the point's status alone.
 """
 
 from __future__ import annotations
@@ -18,10 +20,44 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from sweeper.grid.spec import PointSpec
 from sweeper.results.atomic import write_json_atomic
+from sweeper.results.ranks import RANK_FILE, STEP_FILE, write_rank_step
 
-RANK_FILE = "rank{rank}.json"
+__all__ = ["RANK_FILE", "StepProgress", "main", "model_flops_inputs", "run_rank"]
+
+
+class StepProgress(TrainerCallback):
+    """Keeps ``<point_dir>/rank<r>.step`` equal to the optimizer steps this rank has finished.
+
+    Written at train begin (``state.global_step``, 0 for a fresh run) and at every ``on_step_end``; a failed write
+    (``OSError``) is skipped, it never fails the rank. It must sit after :class:`sweeper.job.measure.StepTimer` in
+    the callback list: the timer stops its clock in its own ``on_step_end`` and starts the next one in
+    ``on_step_begin``, so this write falls between two timed windows.
+
+    Attributes:
+        steps: optimizer steps finished (``None`` until training begins).
+    """
+
+    def __init__(self, point_dir: Path, rank: int) -> None:
+        self.point_dir = Path(point_dir)
+        self.rank = rank
+        self.steps: int | None = None
+
+    def _write(self, step: int) -> None:
+        self.steps = step
+        try:
+            write_rank_step(self.point_dir, self.rank, step)
+        except OSError:
+            pass  # a progress marker: a failed write must not fail the measurement (the rank file says the rest)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._write(state.global_step)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._write(state.global_step)  # global_step was incremented just before on_step_end
 
 
 def model_flops_inputs(model: Any) -> dict[str, int]:
@@ -77,6 +113,8 @@ def run_rank(point_dir: Path) -> int:
     probe = DtypeProbe()
     losses = LossLog()
     check = LabelCheck(spec, probe)
+    progress = StepProgress(point_dir, rank)
+    (point_dir / STEP_FILE.format(rank=rank)).unlink(missing_ok=True)  # an earlier attempt's progress
     t_start = time.perf_counter()
     try:
         torch.manual_seed(spec.seed)
@@ -87,7 +125,8 @@ def run_rank(point_dir: Path) -> int:
         args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda)
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
-        callbacks = [phase, check, timer, memory, profiler, losses, *_user_callbacks(spec)]
+        # progress right after the timer: its file write falls between two timed windows (see StepProgress)
+        callbacks = [phase, check, timer, progress, memory, profiler, losses, *_user_callbacks(spec)]
         trainer = SweeperTrainer(
             model=model,
             args=args,
@@ -115,6 +154,7 @@ def run_rank(point_dir: Path) -> int:
             "step": phase.step,
         }
     out["train_wall_s"] = time.perf_counter() - t_start
+    out["steps_completed"] = progress.steps
     out["setup"] = check.setup
     out["step_times_s"] = timer.times_s
     out["losses"] = losses.losses

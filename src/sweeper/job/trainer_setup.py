@@ -14,6 +14,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainingArguments
 
 from sweeper.grid.spec import PointSpec
+from sweeper.point.passthrough import fsdp_version, sweeper_deepspeed_config, sweeper_training_args
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -47,26 +48,12 @@ class SyntheticTokens(torch.utils.data.Dataset):
 
 
 def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
-    """The DeepSpeed config for ``zero_optimization.stage = spec.zero``, sizes ``"auto"`` (filled by the HF
-    integration from TrainingArguments and the model), so buckets scale with the model instead of DeepSpeed's
-    5e8-element defaults. No ``"optimizer"`` block: the HF side builds AdamW (avoids compiling fused_adam).
-    ``spec.deepspeed_config`` is merged on top (one level deep per block)."""
-    zero: dict[str, Any] = {"stage": spec.zero, "reduce_bucket_size": "auto"}
-    if spec.zero == 3:
-        zero.update(
-            stage3_prefetch_bucket_size="auto",
-            stage3_param_persistence_threshold="auto",
-            stage3_gather_16bit_weights_on_model_save=False,
-        )
-    cfg: dict[str, Any] = {
-        "zero_optimization": zero,
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "train_batch_size": "auto",
-        "gradient_clipping": "auto",
-        "bf16": {"enabled": "auto"},
-        "fp16": {"enabled": "auto"},
-    }
+    """The DeepSpeed config for ``zero_optimization.stage = spec.zero``: what sweeper generates
+    (:func:`sweeper.point.passthrough.sweeper_deepspeed_config`: sizes ``"auto"``, filled by the HF integration
+    from TrainingArguments and the model, so buckets scale with the model instead of DeepSpeed's 5e8-element
+    defaults; no ``"optimizer"`` block, the HF side builds AdamW), with ``spec.deepspeed_config`` merged on top (one
+    level deep per block)."""
+    cfg = sweeper_deepspeed_config(spec)
     for k, v in spec.deepspeed_config.items():
         if isinstance(v, dict) and isinstance(cfg.get(k), dict):
             cfg[k] = {**cfg[k], **v}
@@ -76,52 +63,24 @@ def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
 
 
 def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> TrainingArguments:
-    """``TrainingArguments`` for one point: the sweeper keys mapped to their HF names, then the passthrough.
+    """``TrainingArguments`` for one point: the sweeper keys mapped to their HF names
+    (:func:`sweeper.point.passthrough.sweeper_training_args`, the one copy the gate also reads), then the passthrough.
 
     Checkpointing: under FSDP, FSDP-native activation checkpointing (``fsdp_config["activation_checkpointing"]``),
     never together with the Trainer flag (case P02); otherwise the Trainer's ``activation_checkpointing`` with
     ``use_reentrant`` passed explicitly (case P01). No evaluation unless ``spec.eval`` (then bounded by
-    ``eval_accumulation_steps``, case P05). Nothing is saved.
+    ``eval_accumulation_steps``, case P05). Nothing is saved, logged to a tracker, or evaluated in the timed window.
     """
-    kw: dict[str, Any] = dict(
-        output_dir=output_dir,
-        max_steps=spec.total_steps,
-        per_device_train_batch_size=spec.per_device_batch_size,
-        per_device_eval_batch_size=spec.per_device_batch_size,
-        gradient_accumulation_steps=spec.grad_accum,
-        learning_rate=1e-4,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        seed=spec.seed,
-        data_seed=spec.seed,
-        bf16=spec.precision == "bf16",
-        fp16=spec.precision == "fp16",
-        use_cpu=use_cpu,
-        save_strategy="no",
-        eval_strategy="no",
-        logging_strategy="steps",
-        logging_steps=1,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        ddp_find_unused_parameters=False,
-        ddp_timeout=int(min(spec.timeout_s, 1800)),
-    )
-    if spec.eval:
-        kw["eval_accumulation_steps"] = 1
+    kw: dict[str, Any] = dict(output_dir=output_dir, use_cpu=use_cpu, **sweeper_training_args(spec))
     if spec.fsdp != "none":
         kw["fsdp"] = f"{spec.fsdp} auto_wrap"
         kw["fsdp_config"] = {
-            # transformers runs hybrid_shard only with FSDP1 (GPU only; refused on CPU by sweeper.point.hardware)
-            "version": 1 if spec.fsdp == "hybrid_shard" else 2,
+            # transformers runs hybrid_shard only with FSDP1 (GPU only; refused on CPU by the gate)
+            "version": fsdp_version(spec),
             "transformer_layer_cls_to_wrap": [spec.decoder_layer],
             "activation_checkpointing": spec.gc,
             **spec.fsdp_config,
         }
-    else:
-        kw["activation_checkpointing"] = spec.gc
-        if spec.gc:
-            kw["activation_checkpointing_kwargs"] = {"use_reentrant": spec.use_reentrant}
     if spec.zero > 0:
         kw["deepspeed"] = deepspeed_config(spec)
     kw.update(spec.training_args)

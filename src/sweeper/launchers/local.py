@@ -1,7 +1,8 @@
 """Run one grid point: refuse it, or start its ranks, wait (bounded), and turn what they wrote into a record.
 
 The driver side of a job. It never imports torch: the ranks run in their own processes (``torchrun`` locally),
-so a rank that crashes, hangs or runs out of memory cannot take the sweep with it.
+so a rank that crashes, hangs or runs out of memory cannot take the sweep with it, and a point that outgrows its
+host-memory limit is stopped before it can take the machine with it (:mod:`sweeper.launchers.host_memory`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,20 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.grid.spec import PointSpec
+from sweeper.launchers.host_memory import (
+    CgroupMemoryLimit,
+    Limit,
+    RssWatch,
+    WatchResult,
+    host_oom_outcome,
+    resolve_limit,
+)
 from sweeper.point.lifecycle import Prepared, begin, finish, target_for
+from sweeper.results.ranks import read_rank_steps, summarize_ranks
 from sweeper.results.record import Record
 
 LOG_FILE = "ranks.log"
@@ -38,30 +49,64 @@ def run_point(
 
 
 def run_prepared(prepared: Prepared) -> Record:
-    """Start a prepared point's ranks, wait (bounded), and record what they left."""
+    """Start a prepared point's ranks, wait (bounded by ``timeout_s`` and by the host-memory limit), and record
+    what they left.
+
+    The host-memory limit is ``host_mem_limit_gib`` or the default of
+    :func:`sweeper.launchers.host_memory.default_limit_bytes`, resolved when the point starts; every record carries
+    it (``metrics["host_mem_limit_bytes"]``) and the largest sum of the ranks' RSS seen
+    (``metrics["host_rss_peak_bytes"]``, sampled every :data:`~sweeper.launchers.host_memory.POLL_S` s). A point
+    stopped at the limit is recorded as ``host_oom`` (see :func:`sweeper.launchers.host_memory.host_oom_outcome`).
+    """
     pdir = prepared.pdir
+    spec = prepared.spec
+    limit = resolve_limit(spec.host_mem_limit_gib)
     t0 = time.perf_counter()
-    returncode, timed_out = _run_ranks(prepared.spec, pdir)
+    run = _run_ranks(spec, pdir, limit)
     wall = time.perf_counter() - t0
     ranks = [json.loads(p.read_text()) for p in sorted(pdir.glob("rank*.json"))]
-    record = finish(
+    log_tail = _tail(pdir / LOG_FILE)
+    steps = read_rank_steps(pdir)
+    outcome = summarize_ranks(
+        spec, ranks, returncode=run.returncode, timed_out=run.timed_out, log_tail=log_tail, steps=steps
+    )
+    outcome["metrics"].update(host_mem_limit_bytes=limit.bytes, host_rss_peak_bytes=run.watch.peak_bytes)
+    if run.host_oom:
+        outcome = host_oom_outcome(outcome, limit, run.watch, steps, run.cgroup_peak_bytes)
+    return finish(
         prepared,
         ranks,
-        returncode=returncode,
-        timed_out=timed_out,
-        log_tail=_tail(pdir / LOG_FILE),
+        returncode=run.returncode,
+        timed_out=run.timed_out,
+        log_tail=log_tail,
         wall_time_s=wall,
+        outcome=outcome,
         artifacts={"log": LOG_FILE},
     )
-    return record
 
 
-def _run_ranks(spec: PointSpec, pdir: Path) -> tuple[int, bool]:
-    """Start ``ranks_per_node`` ranks with torchrun (c10d rendezvous on a free port), wait at most
-    ``spec.timeout_s`` seconds, then stop the whole process group (SIGTERM, then SIGKILL after 10 s).
+@dataclass
+class _Run:
+    returncode: int
+    timed_out: bool
+    watch: WatchResult
+    cgroup_oom: bool = False
+    cgroup_peak_bytes: int | None = None
 
-    Returns:
-        (torchrun's exit code, whether the point ran past its timeout).
+    @property
+    def host_oom(self) -> bool:
+        """Stopped at the host-memory limit (a timeout that came first stays a timeout)."""
+        return not self.timed_out and (self.watch.tripped or self.cgroup_oom)
+
+
+def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit) -> _Run:
+    """Start ``ranks_per_node`` ranks with torchrun (c10d rendezvous on a free port) in their own session, wait at
+    most ``spec.timeout_s`` seconds, then stop the whole process group (SIGTERM, then SIGKILL after 10 s).
+
+    Meanwhile :class:`~sweeper.launchers.host_memory.RssWatch` kills the process group (SIGKILL) as soon as the
+    ranks' summed RSS reaches ``limit``; where a delegated cgroup v2 allows it, the ranks also run in a child cgroup
+    with ``memory.max`` = ``limit`` (:class:`~sweeper.launchers.host_memory.CgroupMemoryLimit`). Ctrl-C (or any
+    exception in the driver) stops the process group too, then propagates.
     """
     cmd = [
         sys.executable,
@@ -78,16 +123,37 @@ def _run_ranks(spec: PointSpec, pdir: Path) -> tuple[int, bool]:
     pkg_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    with open(pdir / LOG_FILE, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            return proc.wait(timeout=spec.timeout_s), False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return proc.returncode if proc.returncode is not None else -signal.SIGKILL, True
-        except BaseException:
-            _kill_group(proc)  # Ctrl-C or the driver being stopped: leave no orphan ranks
-            raise
+    cgroup = CgroupMemoryLimit.create(limit.bytes)
+    try:
+        with open(pdir / LOG_FILE, "ab") as log:
+            argv = cgroup.wrap(cmd) if cgroup else cmd
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            with RssWatch(proc.pid, limit.bytes) as watch:
+                try:
+                    returncode, timed_out = proc.wait(timeout=spec.timeout_s), False
+                    _kill_leftovers(proc)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc)
+                    returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+                    timed_out = True
+                except BaseException:
+                    _kill_group(proc)  # Ctrl-C or the driver being stopped: leave no orphan ranks
+                    raise
+        cgroup_oom = cgroup is not None and cgroup.oom_killed()
+        peak = cgroup.peak_bytes() if cgroup is not None and cgroup_oom else None
+        return _Run(returncode, timed_out, watch.result, cgroup_oom, peak)
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+
+
+def _kill_leftovers(proc: subprocess.Popen) -> None:
+    """SIGKILL whatever is left of the ranks' process group after torchrun exited (a rank torchrun did not reap
+    must not outlive its point)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -8,7 +8,11 @@ timing noise never decides between two copies of it (turn-2 cases T09, T10). Nor
   ``result.<n>.json``);
 - **settings without effect are dropped**: ``use_reentrant`` without checkpointing (``gc=false``), ``fsdp_config``
   without FSDP, ``deepspeed_config`` without DeepSpeed (both refused by the gate anyway), and passthrough entries
-  equal to what sweeper sets itself (see :func:`sweeper.point.gate.redundant_passthrough`).
+  that restate what sweeper sets itself or the library default it leaves in place (see
+  :func:`sweeper.point.passthrough.redundant_passthrough`: ``+deepspeed_config.zero_optimization.stage=2`` with
+  ``zero=2``, ``+training_args.report_to=none``, ``+fsdp_config.reshard_after_forward=true`` with full_shard);
+- **one spelling per key**: ``fsdp_config`` keys lose the ``fsdp_`` prefix transformers strips
+  (``fsdp_cpu_offload`` is ``cpu_offload``).
 
 The record keeps the full spec as given; only the hash uses the normalised form. See ``docs/architecture.md``.
 """
@@ -31,7 +35,7 @@ def normalised(spec: PointSpec) -> dict[str, Any]:
     Returns:
         A plain dict (JSON-serialisable), the input of :func:`point_id`.
     """
-    from sweeper.point.passthrough import redundant_passthrough
+    from sweeper.point.passthrough import fsdp_key, redundant_passthrough
 
     data = {k: v for k, v in spec.to_dict().items() if k not in BUDGET_FIELDS}
     if not spec.gc:
@@ -42,6 +46,7 @@ def normalised(spec: PointSpec) -> dict[str, Any]:
         data["deepspeed_config"] = {}
     for section, keys in redundant_passthrough(spec).items():
         data[section] = _drop(data[section], keys)
+    data["fsdp_config"] = {fsdp_key(k): v for k, v in data["fsdp_config"].items()}
     return data
 
 

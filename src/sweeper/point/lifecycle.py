@@ -158,7 +158,7 @@ def begin(
         return write(sweep_dir, refusal_record(_base(sweep_id, pid, overrides, spec, None), e))
     prepared = Prepared(sweep_dir, sweep_id, pid, list(overrides), spec, target)
     pdir.mkdir(parents=True, exist_ok=True)
-    for stale in pdir.glob("rank*.json"):
+    for stale in [*pdir.glob("rank*.json"), *pdir.glob("rank*.step")]:
         stale.unlink()  # left by an interrupted earlier attempt of this same point
     write_json_atomic(pdir / SPEC_FILE, spec.to_dict())
     return prepared
@@ -192,14 +192,16 @@ def finish(
     Returns:
         The record written.
     """
-    from sweeper.results.ranks import summarize_ranks
+    from sweeper.results.ranks import read_rank_steps, summarize_ranks
 
     spec = prepared.spec
     env = dict(env if env is not None else environment())
     env.setdefault("device_type", prepared.target.device_type)
     if ranks and ranks[0].get("device_name"):
         env["device_name"] = ranks[0]["device_name"]
-    result = outcome or summarize_ranks(spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail)
+    result = outcome or summarize_ranks(
+        spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail, steps=read_rank_steps(prepared.pdir)
+    )
     record = Record(**prepared.base(env), **result, wall_time_s=wall_time_s)
     record.artifacts.update(artifacts or {})
     return write(prepared.sweep_dir, record)

@@ -19,6 +19,8 @@ from typing import Any
 from sweeper.results.atomic import write_json_atomic
 
 SWEEP_FILE = "sweep.json"
+#: the points submitted to SLURM and their job ids (written by :mod:`sweeper.launchers.slurm.accounting`)
+SUBMITTED_FILE = "submitted.json"
 _ENV = "SWEEPER_SWEEP_ID"
 
 

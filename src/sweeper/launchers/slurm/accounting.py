@@ -19,9 +19,9 @@ from typing import Any
 
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_record
+from sweeper.results.sweepdir import SUBMITTED_FILE
 from sweeper.units import MIB
 
-SUBMITTED_FILE = "submitted.json"
 SLURM_DIR = "slurm"
 
 #: SLURM job states after which the job will not run again.

@@ -1,22 +1,23 @@
 """Combinations known to fail with the installed library versions (kind ``incompatible``): the table in
-:mod:`sweeper.failures` as a gate rule."""
+:mod:`sweeper.failures.incompatible` as a gate rule (rows the spec can show: ``before_launch=True``)."""
 
 from __future__ import annotations
 
-from sweeper import failures
+from sweeper.failures.incompatible import describe, match_known_incompatible
 from sweeper.grid.spec import PointSpec
 from sweeper.point.gate import Target, rule
 
 
 @rule(
     "K01",
-    ("see the known-incompatible table",),
+    ("<the matching row's keys>",),
     "a combination in the known-incompatible table, for the installed versions",
-    "sweeper.failures.KNOWN_INCOMPATIBLE (each row cites its issue)",
+    "sweeper.failures.incompatible.KNOWN_INCOMPATIBLE (each row cites its source)",
     kind="incompatible",
 )
 def _known_incompatible(spec: PointSpec, target: Target):
-    row = failures.match_known_incompatible(spec.to_dict(), dict(target.versions))
+    versions = dict(target.versions)
+    row = match_known_incompatible(spec.to_dict(), versions, before_launch=True)
     if row is None:
         return None
-    return failures.known_incompatible(spec.to_dict(), dict(target.versions)), tuple(row.condition)
+    return describe(row, versions), row.named_keys()

@@ -125,3 +125,66 @@ def _hybrid_ranks(spec: PointSpec, _: Target):
             ("fsdp", "ranks_per_node"),
         )
     return None
+
+
+#: What each (model_dtype, precision) pair means (docs/gate.md): precision is the compute dtype, model_dtype the
+#: storage dtype of the weights. Pairs missing here are refused by G09 (float16 x fp16 by G06).
+DTYPE_PAIRS: dict[tuple[str, str], str] = {
+    ("float32", "fp32"): "fp32 training",
+    ("float32", "bf16"): "bf16 autocast with fp32 master weights",
+    ("float32", "fp16"): "fp16 autocast with fp32 master weights (loss scaling)",
+    ("bfloat16", "bf16"): "pure bf16 training: bf16 weights, gradients and optimizer state, no fp32 master copy",
+}
+
+_DTYPE_FIX = {
+    ("bfloat16", "fp32"): "nothing would compute in fp32 (no autocast up-casts bf16 weights), so the fp32 label would "
+    "be false (transformers#24819)",
+    ("float16", "fp32"): "nothing would compute in fp32, and pure fp16 training has no fp32 master weights "
+    "(the optimizer step fails unscaling fp16 gradients)",
+    ("float16", "bf16"): "fp16 weights under bf16 autocast: the weights would be stored in one half-precision "
+    "format and computed in another, with no fp32 master copy",
+    ("bfloat16", "fp16"): "bf16 weights under fp16 autocast: the weights would be stored in one half-precision "
+    "format and computed in another, with no fp32 master copy",
+}
+
+
+@rule(
+    "G09",
+    ("model_dtype", "precision"),
+    "model_dtype x precision is one of: float32 x fp32|bf16|fp16, bfloat16 x bf16 (pure bf16)",
+    "case T02 (transformers#24819); precision = compute dtype, model_dtype = storage dtype of the weights",
+)
+def _dtype_pair(spec: PointSpec, _: Target):
+    pair = (spec.model_dtype, spec.precision)
+    if pair in DTYPE_PAIRS or pair == ("float16", "fp16"):  # float16 x fp16 is G06's
+        return None
+    return (
+        f"model_dtype={spec.model_dtype} with precision={spec.precision}: {_DTYPE_FIX.get(pair, 'an undefined pair')}; "
+        "use precision=bf16 model_dtype=bfloat16 for pure bf16 training, or model_dtype=float32 with "
+        "precision=fp32|bf16|fp16 (fp32 training, or autocast with fp32 master weights)",
+        ("model_dtype", "precision"),
+    )
+
+
+@rule(
+    "G10",
+    ("model_dtype", "precision", "fsdp", "zero"),
+    "pure bf16 (model_dtype=bfloat16) only without FSDP and DeepSpeed: both keep fp32 master weights under bf16",
+    "accelerate fsdp2_prepare_model / FSDP1 prepare (upcast to fp32 under mixed precision); DeepSpeed bf16 "
+    "(casts the model itself, fp32 master weights in the optimizer)",
+)
+def _pure_bf16_engines(spec: PointSpec, _: Target):
+    if spec.model_dtype == "float32" or spec.precision == "fp32" or (spec.fsdp == "none" and spec.zero == 0):
+        return None
+    engine = f"fsdp={spec.fsdp}" if spec.fsdp != "none" else f"zero={spec.zero}"
+    how = (
+        "accelerate up-casts the weights to fp32 master weights when FSDP runs mixed precision"
+        if spec.fsdp != "none"
+        else "DeepSpeed casts the model to half precision itself and keeps fp32 master weights in its optimizer"
+    )
+    return (
+        f"model_dtype={spec.model_dtype} with precision={spec.precision} and {engine}: {how}, so the run is autocast "
+        f"with fp32 master weights, not pure {spec.precision}; use model_dtype=float32 (the same run, labelled "
+        "truthfully), or fsdp=none zero=0 for pure bf16 training",
+        ("model_dtype", "precision", "fsdp" if spec.fsdp != "none" else "zero"),
+    )

@@ -1,0 +1,362 @@
+"""A per-point host-memory limit for local runs: a point never takes the machine down (case T08).
+
+The ranks of a local point run as one process tree (``torchrun`` and its descendants, in their own session and
+process group). While they run, :class:`RssWatch` samples the tree's resident memory every :data:`POLL_S` seconds
+in a background thread of the driver and, as soon as the sum reaches the limit, kills the whole process group with
+``SIGKILL``: the point ends as ``host_oom`` instead of the kernel's OOM killer picking a victim on the machine.
+
+Where a cgroup v2 with the memory controller is delegated to this process (rare: the calling process's own cgroup
+must already have ``memory`` in ``cgroup.subtree_control``), :class:`CgroupMemoryLimit` also puts the ranks in a
+child cgroup with ``memory.max`` = the limit, so the kernel enforces it even between two polls. Elsewhere
+(cgroup v1, a hybrid hierarchy without controllers, no permission) the RSS watch alone enforces it.
+
+What is measured: the sum of RSS (``/proc/<pid>/statm``, through psutil) over the tree. RSS counts the pages of
+shared libraries once per process, so the sum over-counts what the tree really holds by a few hundred MiB (libtorch
+is mapped by every rank): an over-estimate, i.e. the limit acts early, never late. PSS would split shared pages
+fairly, but reading it (``smaps_rollup``) walks every page table and costs milliseconds per GiB of each process,
+too slow for a 50 ms poll of processes that grow by GiB per second.
+
+Byte counts are ints of bytes; GiB = 2**30 bytes (:data:`sweeper.units.GIB`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from sweeper.units import GIB, format_bytes
+
+#: Seconds between two samples of the ranks' RSS. A rank filling pages at ~2 GiB/s (a memset loop; T08's ranks grew
+#: at ~0.35 GB/s) overshoots the limit by at most ~100 MiB before it is killed.
+POLL_S = 0.05
+#: The default limit is at most this fraction of the machine's total memory.
+DEFAULT_FRACTION = 0.8
+#: ... and leaves at least this much of the memory available at the point's start to everything else (bytes).
+DEFAULT_RESERVE_BYTES = 1 * GIB
+LAUNCHER = "launcher"  # the key of processes without a RANK (torchrun itself) in per-rank breakdowns
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The effective host-memory limit of one point.
+
+    Attributes:
+        bytes: the limit on the sum of the ranks' RSS, in bytes.
+        source: how it was chosen, for the record and the reason (``host_mem_limit_gib=2`` or the default's inputs).
+    """
+
+    bytes: int
+    source: str
+
+
+def default_limit_bytes(
+    total_bytes: int,
+    available_bytes: int,
+    fraction: float = DEFAULT_FRACTION,
+    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+) -> int:
+    """The default limit, in bytes: ``min(fraction x MemTotal, MemAvailable - reserve)``, never below 0.
+
+    Why both terms: ``MemAvailable`` (the kernel's estimate of what can be allocated without swapping, which
+    counts reclaimable page cache) at the point's start is what the point can take without pushing anything else
+    out; the reserve (1 GiB) keeps the driver, the shell and the kernel's own allocations alive while the ranks are
+    at the limit. ``fraction`` x ``MemTotal`` (80 %) bounds the point on an idle machine where ``MemAvailable`` is
+    close to the total, where the kernel's OOM killer and the page-cache thrashing before it would otherwise start
+    only a few hundred MiB before the limit. A result of 0 means the machine has no room for a point: it is stopped
+    at its first sample.
+
+    Args:
+        total_bytes: ``MemTotal`` in bytes. available_bytes: ``MemAvailable`` in bytes.
+    """
+    return max(0, min(int(fraction * total_bytes), available_bytes - reserve_bytes))
+
+
+def resolve_limit(limit_gib: float | None) -> Limit:
+    """The limit of a point whose ``host_mem_limit_gib`` is ``limit_gib`` (GiB = 2**30 bytes; None: the default of
+    :func:`default_limit_bytes` from this machine's memory now, read through ``psutil.virtual_memory()``).
+
+    An explicit value is taken as given, even above the machine's memory (the gate refuses values <= 0).
+    """
+    if limit_gib is not None:
+        return Limit(int(limit_gib * GIB), f"host_mem_limit_gib={limit_gib:g}")
+    vm = psutil.virtual_memory()
+    limit = default_limit_bytes(vm.total, vm.available)
+    source = (
+        f"default: min({DEFAULT_FRACTION:.0%} of MemTotal {format_bytes(vm.total)}, MemAvailable "
+        f"{format_bytes(vm.available)} - {format_bytes(DEFAULT_RESERVE_BYTES)} reserve)"
+    )
+    return Limit(limit, source)
+
+
+def _rank_of(proc: psutil.Process) -> str:
+    """The rank a process belongs to, from the ``RANK`` (else ``LOCAL_RANK``) its environment was started with."""
+    env = proc.environ()
+    value = env.get("RANK", env.get("LOCAL_RANK"))
+    return value if value is not None and value.isdigit() else LAUNCHER
+
+
+def sample_tree(root: psutil.Process, ranks: dict[tuple[int, float], str] | None = None) -> dict[str, int]:
+    """The RSS in bytes of ``root`` and all its descendants, summed per rank (``"0"``, ``"1"``, ...; processes
+    started without ``RANK``/``LOCAL_RANK`` in their environment, e.g. torchrun, under ``"launcher"``).
+
+    Args:
+        root: the tree's root process.
+        ranks: a cache ``(pid, create_time) -> rank`` kept between calls (an environment without a rank is read
+            again: a child between fork and exec still has its parent's).
+
+    Processes that end while being read are skipped. Raises ``psutil.NoSuchProcess`` if ``root`` itself is gone.
+    """
+    ranks = {} if ranks is None else ranks
+    out: dict[str, int] = {}
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            rss = proc.memory_info().rss
+            key = (proc.pid, proc.create_time())
+            rank = ranks.get(key)
+            if rank is None:
+                rank = _rank_of(proc)
+                if rank != LAUNCHER:
+                    ranks[key] = rank
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        out[rank] = out.get(rank, 0) + rss
+    return out
+
+
+@dataclass
+class WatchResult:
+    """What :class:`RssWatch` saw.
+
+    Attributes:
+        limit_bytes: the limit it enforced.
+        tripped: the tree reached the limit and its process group was killed.
+        peak_bytes: the largest sampled sum of RSS over the tree (bytes).
+        peak_by_rank_bytes: that sample, per rank (see :func:`sample_tree`).
+        samples: how many samples were taken. poll_s: seconds between samples.
+    """
+
+    limit_bytes: int
+    poll_s: float
+    tripped: bool = False
+    peak_bytes: int = 0
+    peak_by_rank_bytes: dict[str, int] = field(default_factory=dict)
+    samples: int = 0
+
+    @property
+    def top_rank(self) -> int | None:
+        """The rank with the largest RSS in the peak sample (None if only the launcher was seen)."""
+        by_rank = {int(r): b for r, b in self.peak_by_rank_bytes.items() if r != LAUNCHER}
+        return max(by_rank, key=by_rank.__getitem__) if by_rank else None
+
+
+class RssWatch:
+    """A background thread that samples a process tree's RSS every ``poll_s`` seconds and, when the sum reaches
+    ``limit_bytes``, sends ``SIGKILL`` to the process group ``pgid`` (the tree's root must lead it: started with
+    ``start_new_session=True``). Use as a context manager around the wait for the root::
+
+        with RssWatch(proc.pid, limit.bytes) as watch:
+            proc.wait()
+        watch.result.tripped
+
+    The thread ends when the root ends, when the limit is reached, or when the block is left.
+    """
+
+    def __init__(self, pid: int, limit_bytes: int, *, poll_s: float = POLL_S, pgid: int | None = None) -> None:
+        self.pid = pid
+        self.pgid = pid if pgid is None else pgid
+        self.result = WatchResult(limit_bytes=limit_bytes, poll_s=poll_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"rss-watch-{pid}", daemon=True)
+
+    def __enter__(self) -> RssWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        res = self.result
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.NoSuchProcess:
+            return
+        ranks: dict[tuple[int, float], str] = {}
+        while True:
+            try:
+                by_rank = sample_tree(root, ranks)
+            except psutil.NoSuchProcess:
+                return
+            total = sum(by_rank.values())
+            res.samples += 1
+            if total > res.peak_bytes:
+                res.peak_bytes, res.peak_by_rank_bytes = total, by_rank
+            if total >= res.limit_bytes:
+                res.tripped = True
+                try:
+                    os.killpg(self.pgid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return
+            if self._stop.wait(res.poll_s):
+                return
+
+
+def _cgroup2_dir(mountinfo: str, proc_cgroup: str) -> Path | None:
+    """The directory of a process's cgroup v2, from its ``/proc/<pid>/mountinfo`` and ``/proc/<pid>/cgroup``
+    texts: the ``cgroup2`` mount point joined with the ``0::<path>`` line (relative to the mount's root). None
+    without a unified (``0::``) line or a ``cgroup2`` mount covering it."""
+    path = next((ln[3:] for ln in proc_cgroup.splitlines() if ln.startswith("0::")), None)
+    if path is None:
+        return None
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if right.split()[:1] != ["cgroup2"] or len(fields) < 5:
+            continue
+        root, mount = (f.encode().decode("unicode_escape") for f in fields[3:5])  # octal escapes: \040 = space
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return Path(mount) / path[len(root) :].lstrip("/")
+    return None
+
+
+def own_cgroup2_dir() -> Path | None:
+    """This process's cgroup v2 directory (see :func:`_cgroup2_dir`), or None (no cgroup v2, unreadable)."""
+    try:
+        return _cgroup2_dir(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
+    except OSError:
+        return None
+
+
+class CgroupMemoryLimit:
+    """A child cgroup v2 of this process's own cgroup with ``memory.max`` = the limit, ``memory.swap.max`` = 0 and
+    ``memory.oom.group`` = 1 (the kernel kills the whole group, not one rank), for the ranks of one point.
+
+    :meth:`create` returns None unless all of it works: a cgroup v2 directory for this process whose
+    ``cgroup.controllers`` and ``cgroup.subtree_control`` both list ``memory`` (it never enables a controller), a
+    child it may create, write ``memory.max`` in and move a process into (checked with a probe ``sh``).
+    """
+
+    def __init__(self, path: Path, limit_bytes: int) -> None:
+        self.path = path
+        self.limit_bytes = limit_bytes
+
+    @classmethod
+    def create(cls, limit_bytes: int, parent: Path | None = None) -> CgroupMemoryLimit | None:
+        """Create the child cgroup under ``parent`` (default: :func:`own_cgroup2_dir`), or None where impossible."""
+        parent = parent or own_cgroup2_dir()
+        if parent is None:
+            return None
+        child = parent / f"sweeper-{os.getpid()}-{threading.get_ident()}"
+        try:
+            for name in ("cgroup.controllers", "cgroup.subtree_control"):
+                if "memory" not in (parent / name).read_text().split():
+                    return None
+            child.mkdir()
+        except OSError:
+            return None
+        cg = cls(child, limit_bytes)
+        try:
+            if not (child / "memory.max").exists():  # the kernel creates it when memory is enabled for the child
+                raise OSError(f"{child} has no memory.max")
+            (child / "memory.max").write_text(str(limit_bytes))
+            for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                if (child / name).exists():
+                    (child / name).write_text(value)
+            probe = subprocess.run(cg.wrap(["true"]), capture_output=True, timeout=10)
+            if probe.returncode != 0:
+                raise OSError(probe.stderr.decode(errors="replace"))
+        except (OSError, subprocess.SubprocessError):
+            cg.close()
+            return None
+        return cg
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """``cmd`` started by a ``sh`` that first moves itself into the cgroup (so every process it starts is
+        inside from its first page on), then ``exec``s it: same pid."""
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *cmd]
+
+    def oom_killed(self) -> bool:
+        """The kernel killed a process of this cgroup for reaching ``memory.max`` (``memory.events`` oom_kill)."""
+        try:
+            events = dict(ln.split() for ln in (self.path / "memory.events").read_text().splitlines())
+        except (OSError, ValueError):
+            return False
+        return int(events.get("oom_kill", 0)) > 0
+
+    def peak_bytes(self) -> int | None:
+        """The cgroup's peak memory (``memory.peak``, Linux >= 5.19: RSS, page cache and kernel memory, bytes)."""
+        try:
+            return int((self.path / "memory.peak").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Remove the cgroup once its processes are gone (waits up to 5 s for killed ones to exit; left in place
+        otherwise: an empty cgroup costs nothing and its name says whose it was)."""
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    return
+                threading.Event().wait(0.1)
+
+
+def host_oom_outcome(
+    base: dict[str, Any],
+    limit: Limit,
+    watch: WatchResult,
+    steps: dict[int, int],
+    cgroup_peak_bytes: int | None = None,
+) -> dict[str, Any]:
+    """The ``host_oom`` outcome of a point stopped at its host-memory limit (by :class:`RssWatch` or by the
+    kernel in a :class:`CgroupMemoryLimit`), for ``sweeper.point.lifecycle.finish(outcome=...)``.
+
+    Args:
+        base: what :func:`sweeper.results.ranks.summarize_ranks` made of the rank files (setup, metrics,
+            artifacts are kept; status, reason, error kind and failure are replaced).
+        limit: the limit enforced. watch: what the RSS watch saw.
+        steps: the optimizer steps each rank had finished (``rank -> step``, from its ``rank<r>.step`` file).
+        cgroup_peak_bytes: ``memory.peak`` of the cgroup when the kernel enforced the limit, else None.
+
+    The failure holds bytes: ``host_mem_limit_bytes``, ``host_rss_bytes`` (the peak: the cgroup's when given,
+    else the largest sampled sum of RSS), ``rss_by_rank_bytes`` (that sample per rank), and ``rank`` (the rank
+    with the largest RSS), ``step`` (the steps it had finished, as for an OOM: the index of the step it was in),
+    ``phase`` (``train`` once the rank has a step file, else unknown), ``rank_steps`` (every rank's), ``enforced_by``
+    (``rss_watch`` or ``cgroup_v2_memory_max``), ``poll_interval_s``.
+    """
+    rank = watch.top_rank
+    step = steps.get(rank) if rank is not None else None
+    peak = cgroup_peak_bytes if cgroup_peak_bytes is not None else watch.peak_bytes
+    by = "rss_watch" if watch.tripped else "cgroup_v2_memory_max"
+    where = "" if rank is None else f" (rank {rank}" + (f" at step {step}" if step is not None else "") + ")"
+    who = "the ranks' RSS" if by == "rss_watch" else "the ranks' cgroup (RSS and page cache)"
+    reason = (
+        f"host memory limit {format_bytes(limit.bytes)} reached ({limit.source}): {who} peaked at "
+        f"{format_bytes(peak)}{where} and the point was stopped; lower per_device_batch_size/seq_len, "
+        "or raise host_mem_limit_gib"
+    )
+    failure = {
+        "host_mem_limit_bytes": limit.bytes,
+        "host_mem_limit_source": limit.source,
+        "host_rss_bytes": peak,
+        "rss_by_rank_bytes": dict(watch.peak_by_rank_bytes),
+        "rank": rank,
+        "step": step,
+        "phase": "train" if step is not None else None,
+        "enforced_by": by,
+        "poll_interval_s": watch.poll_s,
+        "rank_steps": {str(k): v for k, v in sorted(steps.items())},
+    }
+    return {**base, "status": "host_oom", "error_kind": None, "reason": reason, "failure": failure}

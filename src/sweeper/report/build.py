@@ -1,0 +1,69 @@
+"""Building the report files of a sweep directory from the records on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper.report.document import build_document
+from sweeper.report.fmt import mem_unit
+from sweeper.report.grid import grid_of
+from sweeper.report.plots import plot_data, plot_html, plot_png
+from sweeper.report.render import render_html, render_markdown
+from sweeper.results.atomic import write_atomic, write_text_atomic
+from sweeper.results.collect import collect_records
+from sweeper.results.row import frame_to_arrow, records_to_frame
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def build_report(
+    sweep_dir: Path,
+    device_mem_gib: Sequence[tuple[str, float]] = (),
+    *,
+    max_rows: int | None = 200,
+) -> Path:
+    """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` and ``frontier.png`` into
+    ``sweep_dir``, each atomically (:mod:`sweeper.results.atomic`), from the records on disk (point folders
+    without ``result.json`` show as ``pending``, see :func:`sweeper.results.collect.collect_records`).
+
+    Args:
+        sweep_dir: the sweep directory (holds ``points/``).
+        device_mem_gib: optional device memory capacities drawn as vertical lines, as (label, GiB) pairs,
+            e.g. ``[("H100 80 GiB", 80.0)]``.
+        max_rows: the most rows each table of report.md/report.html shows (None: every row). The results table
+            shows every frontier point and then the fastest other ``ok`` points; the failures table takes rows
+            from every status in turn; the replay section shows as many commands (frontier points first, then
+            the failures shown). A note under each cut table says how many rows were left out. ``results.csv``
+            and ``results.parquet`` always hold every point, with every column of :mod:`sweeper.results.row`.
+
+    Returns:
+        The path of ``report.md``.
+
+    Raises:
+        ValueError: a ``result.json`` is not a valid record (the message names the file).
+    """
+    sweep_dir = Path(sweep_dir)
+    records = collect_records(sweep_dir)
+    df = records_to_frame(records)
+    grid = grid_of(df)
+    unit = mem_unit(df)
+    doc = build_document(sweep_dir, records, df, max_rows, grid)
+    data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit)
+
+    write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))
+    table = frame_to_arrow(df)
+    write_atomic(sweep_dir / "results.parquet", lambda p: _write_parquet(table, p))
+    write_atomic(sweep_dir / "frontier.png", lambda p: plot_png(data, p))
+    write_text_atomic(sweep_dir / "report.html", render_html(doc, plot_html(data)))
+    md = sweep_dir / "report.md"
+    write_text_atomic(md, render_markdown(doc))
+    return md
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path)

@@ -1,0 +1,67 @@
+"""``python -m sweeper.report <sweep_dir>``: rebuild the report of a sweep directory (SLURM jobs that ended
+without a record are recorded first)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sweeper.report.build import build_report
+from sweeper.results.collect import read_submitted, sweep_info
+from sweeper.results.record import POINTS_DIR
+
+
+def device_mem(text: str) -> tuple[str, float]:
+    """``LABEL=GIB`` (e.g. ``"H100 80 GiB=80"``) as (label, GiB); a bare number is labelled "<n> GiB".
+
+    Raises:
+        argparse.ArgumentTypeError: the GiB part is not a number.
+    """
+    label, sep, gib = text.rpartition("=")
+    try:
+        return (label if sep else f"{gib} GiB"), float(gib)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LABEL=GIB (e.g. 'H100 80 GiB=80'), got {text!r}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sweeper.report <sweep_dir> [--device-mem LABEL=GIB ...]``: rebuild the report; prints the path
+    of report.md last.
+
+    Returns 0 on success, 2 if the directory does not exist or has no ``points/`` folder, 1 if a record on disk
+    cannot be read (the message names the file).
+    """
+    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (the one that holds points/)")
+    parser.add_argument(
+        "--device-mem",
+        type=device_mem,
+        action="append",
+        default=[],
+        metavar="LABEL=GIB",
+        help="draw a device-memory line, e.g. 'H100 80 GiB=80' (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    sweep_dir: Path = args.sweep_dir
+    if not sweep_dir.is_dir():
+        print(f"sweeper.report: error: sweep directory {sweep_dir} does not exist", file=sys.stderr)
+        return 2
+    if not (sweep_dir / POINTS_DIR).is_dir():
+        print(
+            f"sweeper.report: error: {sweep_dir} has no {POINTS_DIR}/ folder; is it a sweep directory?",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        if read_submitted(sweep_dir):  # learn from SLURM how ended jobs ended before reporting
+            from sweeper.launchers.slurm.accounting import reconcile
+
+            reconcile(sweep_dir, sweep_info(sweep_dir).get("sweep_id", sweep_dir.name))
+        path = build_report(sweep_dir, args.device_mem)
+    except ValueError as e:
+        print(f"sweeper.report: error: {e}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0

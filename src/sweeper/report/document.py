@@ -1,0 +1,234 @@
+"""The report's content as a structure: a title and sections of blocks, rendered to Markdown and HTML by
+:mod:`sweeper.report.render`.
+
+Text blocks (:class:`Para`, :class:`Bullets`) hold Markdown in which every piece of outside text went through
+:mod:`sweeper.report.md`; :class:`Table` and :class:`Code` hold plain text that the renderer escapes or fences;
+:class:`Fold` holds secondary content (a details table) that report.html shows folded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
+from sweeper.report.grid import DERIVED, Grid, grid_of, grid_values
+from sweeper.report.md import code, escape, one_line, strong
+from sweeper.report.notes import mem_kind_note, mem_kinds, method_notes
+from sweeper.report.tables import (
+    FRONTIER_DEFINITION,
+    FRONTIER_MARK,
+    failure_details_table,
+    failures_table,
+    results_details_table,
+    results_table,
+    shown_failures,
+    shown_ok,
+    shown_replays,
+)
+from sweeper.results.collect import sweep_info
+from sweeper.results.record import Record
+
+
+@dataclass(frozen=True)
+class Para:
+    """A paragraph of Markdown (outside text already escaped)."""
+
+    markdown: str
+
+
+@dataclass(frozen=True)
+class Bullets:
+    """A bullet list; each item Markdown on one line (outside text already escaped)."""
+
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of display strings (plain text: escaped when rendered)."""
+
+    frame: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Code:
+    """Plain text shown verbatim in a code block (shell commands)."""
+
+    text: str
+    info: str = "sh"
+
+
+@dataclass(frozen=True)
+class Plot:
+    """Where the throughput vs peak-memory plot goes."""
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Secondary content under a plain-text summary: a ``###`` heading in report.md, folded in report.html."""
+
+    summary: str
+    blocks: list[Block]
+
+
+Block = Para | Bullets | Table | Code | Plot | Fold
+
+
+@dataclass
+class Section:
+    """A ``##`` section (plain-text title; the first section has none)."""
+
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Document:
+    """The whole report: a plain-text title and its sections."""
+
+    title: str
+    sections: list[Section]
+
+
+_ALL_ROWS = "`results.csv` / `results.parquet` (next to this file) hold all of them."
+
+
+def build_document(
+    sweep_dir: Path,
+    records: Sequence[Record],
+    df: pd.DataFrame,
+    max_rows: int | None = None,
+    grid: Grid | None = None,
+) -> Document:
+    """The report of a sweep: summary, environment, grid, results (plot, table, details, notes), failures (table,
+    details), replay commands, how each number was measured.
+
+    Args:
+        sweep_dir: the sweep directory (for ``sweep.json``).
+        records: its records; ``df``: their table (:func:`sweeper.results.row.records_to_frame`).
+        max_rows: the most rows each table (and the replay section) shows; None: all
+            (see :func:`sweeper.report.tables.shown_ok`, ``shown_failures``, ``shown_replays``).
+        grid: :func:`sweeper.report.grid.grid_of` of ``df`` when the caller already has it.
+    """
+    info = sweep_info(sweep_dir)
+    sweep_id = info.get("sweep_id") or (records[0].sweep_id if records else "") or Path(sweep_dir).name
+    grid = grid if grid is not None else grid_of(df)
+    axes = grid.axes(df.columns)
+    unit = mem_unit(df)
+    sections = [
+        Section("", _head(df, info)),
+        Section("Environment", _environment(records)),
+        Section("Grid", _grid(grid)),
+        Section("Results", _results(df, axes, unit, max_rows)),
+        Section("Failures", _failures(df, axes, max_rows)),
+        Section("Replay", _replays(records, df, max_rows)),
+        Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
+    ]
+    return Document(title=f"Sweep {sweep_id}", sections=sections)
+
+
+def _head(df: pd.DataFrame, info: dict) -> list[Block]:
+    counts = df["status"].value_counts()
+    n_front = int(df["on_frontier"].sum())
+    summary = (
+        f"{len(df)} points: "
+        + ", ".join(f"{n} {escape(s)}" for s, n in counts.items())
+        + f"; {n_front} on the frontier."
+        if len(df)
+        else "No points: this sweep directory holds no results yet."
+    )
+    head: list[Block] = [Para(summary)]
+    if info:
+        head.append(Bullets([f"{strong(k)}: {code(cli(v))}" for k, v in info.items()]))
+    return head
+
+
+def _environment(records: Sequence[Record]) -> list[Block]:
+    env_rec = next((r for r in records if r.env), None)
+    if env_rec is None:
+        return [Para("No environment recorded.")]
+    return [
+        Para(f"From point {code(env_rec.point_id)}."),
+        Bullets([f"{strong(k)}: {escape(cli(v))}" for k, v in env_rec.env.items()]),
+    ]
+
+
+def _grid(grid: Grid) -> list[Block]:
+    blocks: list[Block] = []
+    if grid.varying:
+        blocks.append(Bullets([f"{strong(k)}: {grid_values(vs)}" for k, vs in grid.varying.items()]))
+    if grid.fixed:
+        blocks.append(Para("Fixed: " + ", ".join(code(f"{k}={cli(v)}") for k, v in grid.fixed.items())))
+    derived = grid.derived.get(DERIVED, [])
+    if len(derived) == 1:
+        blocks.append(Para(f"Derived: {code(f'{DERIVED}={cli(derived[0])}')} for every point (see the last section)."))
+    return blocks or [Para("No point specs recorded.")]
+
+
+def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows: int | None) -> list[Block]:
+    blocks: list[Block] = [Plot()]
+    ok_rows, n_ok = shown_ok(df, max_rows)
+    table = results_table(ok_rows, axes, unit)
+    if not len(table):
+        return [*blocks, Para("No point finished with status ok, so there is no frontier.")]
+    blocks.append(Table(table))
+    if len(table) < n_ok:
+        blocks.append(
+            Para(
+                f"Showing {len(table):,} of {n_ok:,} ok points: every frontier point, then the fastest by "
+                f"tokens/s per device. **{n_ok - len(table):,} rows left out**: {_ALL_ROWS}"
+            )
+        )
+    blocks.append(Para(f"{FRONTIER_MARK} = on the Pareto frontier: {FRONTIER_DEFINITION}."))
+    kinds = mem_kinds(df)
+    blocks.append(Bullets([f"peak mem kind {code(k)}: {mem_kind_note(k)}" for k in kinds] or ["peak mem kind: —"]))
+    blocks.append(Fold("More numbers of the ok points", [Table(results_details_table(ok_rows))]))
+    return blocks
+
+
+def _failures(df: pd.DataFrame, axes: list[str], max_rows: int | None) -> list[Block]:
+    bad_rows, n_bad = shown_failures(df, max_rows)
+    table = failures_table(bad_rows, axes)
+    if not len(table):
+        return [Para("None.")]
+    blocks: list[Block] = [Table(table)]
+    if len(table) < n_bad:
+        blocks.append(
+            Para(
+                f"Showing {len(table):,} of {n_bad:,} points that did not finish ok (every status, the first point "
+                f"ids of each). **{n_bad - len(table):,} rows left out**: {_ALL_ROWS}"
+            )
+        )
+    details = failure_details_table(bad_rows)
+    if len(details):
+        blocks.append(Fold("Failure details (OOM numbers, rank, step, SLURM job)", [Table(details)]))
+    return blocks
+
+
+def _replays(records: Sequence[Record], df: pd.DataFrame, max_rows: int | None) -> list[Block]:
+    ok_rows, _ = shown_ok(df, max_rows)
+    bad_rows, _ = shown_failures(df, max_rows)
+    keep = shown_replays([r.point_id for r in records], df, ok_rows, bad_rows, max_rows)
+    shown = [r for r in records if r.point_id in keep]
+    if not shown:
+        return [Para("No points.")]
+    commands = [
+        one_line(f"# {r.point_id} ({r.status}) {' '.join(cli_overrides(' '.join(r.overrides or [])))}").rstrip()
+        + "\n"
+        + (text(r.replay) if r.replay else "# no replay command recorded")
+        for r in shown
+    ]
+    blocks: list[Block] = [Code("\n\n".join(commands))]
+    if len(shown) < len(records):
+        blocks.append(
+            Para(
+                f"Showing the replay commands of {len(shown):,} of {len(records):,} points: every frontier "
+                f"point, then the failures and the ok points shown above. **{len(records) - len(shown):,} "
+                "commands left out**: the `replay` column of `results.csv` / `results.parquet` holds every point's."
+            )
+        )
+    return blocks

@@ -1,0 +1,125 @@
+"""How each number was measured: the notes under the results table and in the report's last section.
+
+Library text (MFU peak sources and notes, peak-memory counter names) is escaped or put in code spans here, since
+these notes are Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from sweeper.report.fmt import capped, missing, num, text
+from sweeper.report.md import code, escape
+
+_TRACKER_NOTE = "peak tensor bytes counted by torch's `MemTracker` (the CPU analogue of the allocator peak)"
+#: What each peak-memory counter means (matched by substring of ``peak_mem_kind``, first match wins).
+_MEM_KIND_NOTES = (
+    ("reserved", "bytes reserved by the device caching allocator (`torch.cuda.max_memory_reserved`)"),
+    ("allocated", "peak bytes of live tensors in the device allocator (`torch.cuda.max_memory_allocated`)"),
+    ("tracker", _TRACKER_NOTE),
+    ("tensor", _TRACKER_NOTE),
+    ("rss", "peak resident set size of the process (`ru_maxrss`); coarse, about 45-50 MiB fixed overhead"),
+)
+
+
+def mem_kind_note(kind: str) -> str:
+    """What the peak-memory counter ``kind`` (a ``peak_mem_kind`` value) measures, as Markdown."""
+    low = kind.lower()
+    note = next((n for key, n in _MEM_KIND_NOTES if key in low), "as reported by the harness (see the record)")
+    return f"{note}, max over ranks"
+
+
+def mem_kinds(df: pd.DataFrame) -> list[str]:
+    """The distinct ``peak_mem_kind`` values of the ``ok`` rows, sorted."""
+    return sorted({str(k) for k in df.loc[df["status"] == "ok", "peak_mem_kind"] if not missing(k)})
+
+
+def _values(s: pd.Series) -> str:
+    vals = sorted({str(v) for v in s if not missing(v)}, key=lambda x: (len(x), x))
+    return ", ".join(vals) if vals else "—"
+
+
+def method_notes(df: pd.DataFrame, mem_unit: str = "GiB") -> list[str]:
+    """The "How each number was measured" list (Markdown items) for the table ``df``, peak memory shown in
+    ``mem_unit`` ("GiB" or "MiB")."""
+    ok = df[df["status"] == "ok"]
+    notes = sorted({one for n in ok["mfu_note"] if not missing(n) for one in [escape(n)]})
+    kinds = mem_kinds(df)
+    no_mfu = int(ok["mfu"].isna().sum())
+    shown_in = (
+        f" Shown in {mem_unit}: the largest peak is {'at least' if mem_unit == 'GiB' else 'under'} 1 GiB."
+        if len(ok)
+        else ""
+    )
+    return [
+        "Step time: median (and p10/p90) of the timed steps"
+        + (f" ({_values(ok['timed_steps_measured'])} per point)" if ok["timed_steps_measured"].notna().any() else "")
+        + " after dropping "
+        + (f"{_values(ok['warmup_steps_dropped'])} " if ok["warmup_steps_dropped"].notna().any() else "the ")
+        + "warm-up steps; seconds.",
+        (
+            "tokens/s = per-device batch x sequence length x grad accumulation x world size / median step time; "
+            "tokens/s/device = tokens/s / world size."
+        ),
+        "TFLOP/s/device = FLOPs per token x tokens/s/device / 1e12; MFU = TFLOP/s/device / the device's peak.",
+        mfu_peak_note(ok) + (f" No MFU for {no_mfu:,} ok point(s): {capped(notes, 3)}." if no_mfu and notes else ""),
+        "Peak memory: "
+        + ("; ".join(f"{code(k)}: {mem_kind_note(k)}" for k in kinds) if kinds else "no counter recorded")
+        + ". GiB = 2**30 bytes, MiB = 2**20 bytes."
+        + shown_in,
+        "opt state/rank: optimizer-state bytes held by one rank, in MiB.",
+        (
+            "fp32 master weights: true when the optimizer updates an fp32 copy of the weights (model_dtype=float32, "
+            "or DeepSpeed ZeRO > 0 with bf16/fp16), false for pure bf16/fp16 training."
+        ),
+        "Failed points carry the reason the harness recorded; OOM numbers are parsed from the allocator's message.",
+    ]
+
+
+def _peak_source(source: str) -> tuple[str, str]:
+    """(kind, detail) of an ``mfu_peak_source`` ("measured: fp32 matmul ..., 1 thread(s), ..." gives ("measured",
+    "fp32 matmul ..., 1 thread, ...")); a source without a colon is its own kind with no detail."""
+    kind, sep, detail = source.partition(":")
+    if not sep:
+        return source.strip(), ""
+    detail = re.sub(r"\b1 thread\(s\)", "1 thread", detail.strip())
+    return kind.strip(), re.sub(r"thread\(s\)", "threads", detail)
+
+
+def _tflops_span(flops: Sequence[float]) -> str:
+    lo, hi = min(flops), max(flops)
+    if hi <= 1.01 * lo:
+        return f"{num(hi, 1e12, 4)} TFLOP/s"
+    return f"between {num(lo, 1e12, 3)} and {num(hi, 1e12, 3)} TFLOP/s"
+
+
+def mfu_peak_note(ok: pd.DataFrame) -> str:
+    """One sentence (Markdown) on the peak FLOP/s that MFU divides by: each kind of source (measured, datasheet,
+    ...) once, with the range of its peaks (TFLOP/s), and where each point's own peak is."""
+    groups: dict[str, dict[str, list[float]]] = {}  # kind -> detail -> peaks
+    for flops, source in zip(ok["mfu_peak_flops"], ok["mfu_peak_source"], strict=True):
+        if not missing(flops):
+            kind, detail = _peak_source(text(source))
+            groups.setdefault(kind, {}).setdefault(detail, []).append(float(flops))
+    if not groups:
+        return "MFU peak: none recorded, so no MFU."
+    n_points = {kind: sum(map(len, by.values())) for kind, by in groups.items()}
+    parts = []
+    for kind, by_detail in groups.items():
+        count = f" for {n_points[kind]:,} point(s)" if len(groups) > 1 else ""
+        if kind == "datasheet":
+            each = [f"{escape(d or kind)}, {_tflops_span(ps)}" for d, ps in sorted(by_detail.items())]
+            parts.append(f"datasheet{count}: {capped(each, 4)}")
+            continue
+        details = [escape(d) for d in sorted(d for d in by_detail if d)]
+        what = "measured per point on rank 0" if kind == "measured" else escape(kind)
+        peaks = [p for ps in by_detail.values() for p in ps]
+        parts.append(f"{what}{count}" + (f" ({capped(details, 3)})" if details else "") + f", {_tflops_span(peaks)}")
+    return (
+        "MFU peak: "
+        + "; ".join(parts)
+        + "; each point's peak is in the `mfu_peak_flops` / `mfu_peak_source` columns of results.csv."
+    )

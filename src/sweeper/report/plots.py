@@ -1,0 +1,290 @@
+"""The throughput vs peak-memory plot: an interactive plotly ``<div>`` for report.html and a matplotlib PNG.
+
+Memory on the x axis is in the report's unit (GiB = 2**30 bytes or MiB = 2**20 bytes, see
+:func:`sweeper.report.fmt.mem_unit`), throughput on the y axis in tokens/s per device. Failed points are drawn in
+a strip below (OOMs at the device capacity they report, others at the right edge).
+
+Outside text never becomes markup here either: plotly hover text and annotations are HTML-escaped (plotly reads
+a subset of HTML in them), matplotlib texts are drawn with ``parse_math=False`` (no mathtext from ``$...$``).
+matplotlib and plotly are imported only inside the functions that draw.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sweeper.report.fmt import cli, cli_overrides, mem_unit, missing, num, text
+from sweeper.units import GIB, MIB
+
+
+def labels(df: pd.DataFrame, axes: Sequence[str]) -> list[str]:
+    """A short name for each point: its values on the swept ``axes``, else its overrides, else its id."""
+    axes = [a for a in axes if a in df.columns]
+    out = []
+    columns = [df["overrides"].tolist(), df["point_id"].tolist(), *(df[a].tolist() for a in axes)]
+    for over, pid, *vals in zip(*columns, strict=True):
+        parts = [f"{a}={cli(v)}" for a, v in zip(axes, vals, strict=True) if not missing(v)]
+        out.append(" ".join(parts) or " ".join(cli_overrides(over)) or str(pid))
+    return out
+
+
+@dataclass
+class PlotData:
+    """What both plots draw.
+
+    Attributes:
+        ok: ok points with both numbers (x in ``unit``, y in tokens/s/device, label, hover, on_frontier).
+        failed: every other point (x in ``unit``: the device capacity for OOMs that report it, else ``edge``).
+        edge: the right edge of the data, in ``unit``.
+        devices: (label, capacity in ``unit``) of each device-memory line.
+        unit: "GiB" or "MiB".
+    """
+
+    ok: pd.DataFrame
+    failed: pd.DataFrame
+    edge: float
+    devices: list[tuple[str, float]]
+    unit: str = "GiB"
+
+    @property
+    def xlabel(self) -> str:
+        """The x-axis title, with the unit."""
+        return f"peak memory per device ({self.unit})"
+
+
+_HOVER_COLUMNS = (
+    "point_id",
+    "status",
+    "overrides",
+    "tokens_per_s_per_device",
+    "peak_mem_bytes",
+    "peak_mem_kind",
+    "step_time_s_median",
+    "reason",
+    "oom_requested_bytes",
+    "oom_free_bytes",
+    "oom_capacity_bytes",
+)
+
+
+def hovers(df: pd.DataFrame, unit: tuple[str, int] = ("GiB", GIB)) -> list[str]:
+    """The plot's hover text of each point (HTML: first line bold, then overrides, numbers or failure reason);
+    peak memory in ``unit`` (name, bytes)."""
+    name, scale = unit
+    out = []
+    for pid, status, over, tps, peak, kind, step, reason, req, free, cap in zip(
+        *(df[c].tolist() for c in _HOVER_COLUMNS), strict=True
+    ):
+        lines = [f"{pid} ({status})", *cli_overrides(over)]
+        if status == "ok":
+            lines += [
+                f"tokens/s/device: {num(tps)}",
+                f"peak mem: {num(peak, scale, 3, zeros=True)} {name} ({text(kind)})",
+                f"step time median: {num(step)} s",
+            ]
+        else:
+            lines += [f"reason: {text(reason)}"]
+            if not missing(req):
+                lines += [f"requested {num(req, MIB)} MiB, free {num(free, MIB)} MiB, capacity {num(cap, GIB)} GiB"]
+        out.append("<b>" + "<br>".join(html.escape(x) for x in lines).replace("<br>", "</b><br>", 1))
+    return out
+
+
+def plot_data(
+    df: pd.DataFrame,
+    axes: Sequence[str],
+    device_mem_gib: Sequence[tuple[str, float]],
+    unit: tuple[str, int] | None = None,
+) -> PlotData:
+    """The points of ``df`` for the plots: labels from the swept ``axes``, device-memory lines from
+    ``device_mem_gib`` ((label, GiB) pairs), memory in ``unit`` ((name, bytes); by default :func:`mem_unit` of
+    ``df``)."""
+    unit, scale = unit or mem_unit(df)
+    y = pd.to_numeric(df["tokens_per_s_per_device"], errors="coerce")
+    x = pd.to_numeric(df["peak_mem_bytes"], errors="coerce").astype(float) / scale
+    measured = (df["status"] == "ok") & x.notna() & y.notna()
+    cap = pd.to_numeric(df["oom_capacity_bytes"], errors="coerce").astype(float) / scale
+    devices = [(name, gib * GIB / scale) for name, gib in device_mem_gib]
+    known = [*x[measured], *cap[~measured].dropna(), *(d for _, d in devices)]
+    edge = max(known) * 1.1 if known else 1.0
+    base = pd.DataFrame(
+        {
+            "label": labels(df, axes),
+            "hover": hovers(df, (unit, scale)),
+            "status": [
+                s if m else ("ok (no numbers)" if s == "ok" else s) for s, m in zip(df["status"], measured, strict=True)
+            ],
+        },
+        index=df.index,
+    )
+    ok = base[measured].assign(x=x[measured], y=y[measured], on_frontier=df.loc[measured, "on_frontier"])
+    failed = base[~measured].assign(x=cap[~measured].fillna(edge))
+    return PlotData(ok=ok.sort_values("x"), failed=failed, edge=edge, devices=devices, unit=unit)
+
+
+_FAILED_TITLE = "not measured: OOM at device capacity; others at the right edge"
+_YLABEL = "throughput (tokens/s per device)"
+
+
+def plot_html(data: PlotData) -> str:
+    """The interactive plot as an HTML ``<div>`` with plotly.js inlined (no CDN). The strip of points that were
+    not measured is drawn only when there are such points."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    strip = bool(len(data.failed))
+    fig = make_subplots(
+        rows=2 if strip else 1,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.78, 0.22] if strip else None,
+        vertical_spacing=0.06,
+        subplot_titles=("ok points (★ = Pareto frontier)", _FAILED_TITLE)
+        if strip
+        else ("ok points (★ = Pareto frontier)",),
+    )
+    ok, front = data.ok, data.ok[data.ok["on_frontier"]]
+    if len(ok):
+        fig.add_trace(
+            go.Scatter(
+                x=ok["x"],
+                y=ok["y"],
+                mode="markers",
+                name="ok",
+                text=ok["hover"],
+                hoverinfo="text",
+                marker={"size": 9, "color": "#1f77b4"},
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=front["x"],
+                y=front["y"],
+                mode="lines+markers",
+                line_shape="hv",
+                name="Pareto frontier",
+                text=front["hover"],
+                hoverinfo="text",
+                marker={"size": 14, "symbol": "star", "color": "#d62728"},
+            ),
+            row=1,
+            col=1,
+        )
+    for status, grp in data.failed.groupby("status", sort=True):
+        fig.add_trace(
+            go.Scatter(
+                x=grp["x"],
+                y=grp["status"],
+                mode="markers",
+                name=str(status),
+                text=grp["hover"],
+                hoverinfo="text",
+                marker={"size": 11, "symbol": "x"},
+            ),
+            row=2,
+            col=1,
+        )
+    for name, cap in data.devices:
+        fig.add_vline(x=cap, line_dash="dash", line_color="gray", annotation_text=html.escape(name), row="all", col=1)
+    if not len(ok):
+        fig.add_annotation(
+            text="no ok points" if strip else "no points",
+            showarrow=False,
+            xref="x domain",
+            yref="y domain",
+            x=0.5,
+            y=0.5,
+            row=1,
+            col=1,
+        )
+    fig.update_xaxes(title_text=data.xlabel, row=2 if strip else 1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text=_YLABEL, row=1, col=1, rangemode="tozero")
+    fig.update_layout(height=650 if strip else 520, hovermode="closest", template="plotly_white")
+    return fig.to_html(full_html=False, include_plotlyjs=True)
+
+
+def png_figure(data: PlotData) -> Any:
+    """The static plot as a matplotlib ``Figure`` (Agg, no global backend change): ok points with the frontier
+    and, only when some point was not measured, a strip below with those points. Point labels point away from
+    the nearer side edge so that they stay inside the axes."""
+    from matplotlib.figure import Figure
+
+    strip = bool(len(data.failed))
+    fig = Figure(figsize=(9, 6.5) if strip else (9, 5.5), layout="constrained")
+    if strip:
+        top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[4, 1])
+    else:
+        top, bottom = fig.subplots(1, 1), None
+    right = data.edge * 1.05
+    ok, front = data.ok, data.ok[data.ok["on_frontier"]]
+    top.scatter(ok["x"], ok["y"], color="#1f77b4", label="ok", zorder=3)
+    if len(front):
+        top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")
+        top.scatter(front["x"], front["y"], marker="*", s=180, color="#d62728", zorder=4)
+    ymax = max(ok["y"].max() * 1.15, 1.0) if len(ok) else 1.0
+    if len(ok) <= 20:
+        for _, r in ok.iterrows():
+            _label(top, r["label"], r["x"], r["y"], right, 7, below=r["y"] > 0.9 * ymax)
+    if not len(ok):
+        top.text(0.5, 0.5, "no ok points" if strip else "no points", ha="center", va="center", transform=top.transAxes)
+    if bottom is not None:
+        statuses = sorted(data.failed["status"].unique())
+        for i, status in enumerate(statuses):
+            grp = data.failed[data.failed["status"] == status]
+            bottom.scatter(grp["x"], [i] * len(grp), marker="x", s=60, label=status)
+            if len(data.failed) <= 12:
+                for _, r in grp.iterrows():
+                    _label(bottom, r["label"], r["x"], i, right, 6)
+        bottom.set_yticks(range(len(statuses)), statuses)
+        bottom.set_ylim(-0.7, max(len(statuses), 1) - 0.3)
+        bottom.set_title(_FAILED_TITLE, fontsize=8)
+    for name, cap in data.devices:
+        for ax in (top, bottom):
+            if ax is not None:
+                ax.axvline(cap, ls="--", color="gray", lw=1)
+        top.text(
+            cap,
+            0.98,
+            f" {name}",
+            transform=top.get_xaxis_transform(),
+            fontsize=7,
+            va="top",
+            color="gray",
+            parse_math=False,
+        )
+    top.set_ylabel(_YLABEL)
+    (bottom if bottom is not None else top).set_xlabel(data.xlabel)
+    top.set_xlim(left=0, right=right)
+    top.set_ylim(0, ymax)
+    top.set_title("Throughput vs peak memory")
+    if len(ok):
+        top.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+def _label(ax: Any, label: str, x: float, y: float, right: float, size: int, below: bool = False) -> None:
+    """Label a point, to its right in the left half of the x range, else to its left; above it unless ``below``."""
+    left_side = x > right / 2
+    ax.annotate(
+        label,
+        (x, y),
+        fontsize=size,
+        xytext=(-8 if left_side else 8, -7 if below else 5),
+        textcoords="offset points",
+        ha="right" if left_side else "left",
+        va="top" if below else "bottom",
+        parse_math=False,
+    )
+
+
+def plot_png(data: PlotData, path: Path) -> None:
+    """The plot as a static PNG (see :func:`png_figure`)."""
+    png_figure(data).savefig(path, format="png", dpi=120)

@@ -1,0 +1,182 @@
+"""The report's tables, as frames of display strings (plain text; :func:`sweeper.report.md.table` escapes them).
+
+Each table has few columns so that it fits the page: the swept axes (the columns whose value varies across the
+sweep, so rows are told apart by their configuration) and the main numbers. Secondary numbers go to a *details*
+table keyed by point id, which report.html folds away; every column of every point is in ``results.csv`` /
+``results.parquet``.
+
+Units: throughput in tokens/s, times in seconds, MFU in percent of the peak, TFLOP/s = 1e12 FLOP/s, peak memory in
+the report's unit (:func:`sweeper.report.fmt.mem_unit`: GiB = 2**30 bytes or MiB = 2**20 bytes), optimizer state in
+MiB, OOM requested/free in MiB and in use/capacity in GiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from sweeper.report.fmt import MISSING, cli, mem_unit, missing, num, text
+from sweeper.units import GIB, MIB
+
+FRONTIER_MARK = "★"
+FRONTIER_DEFINITION = (
+    "no other ok point is at least as fast (tokens/s per device) with no more peak memory, "
+    "and strictly better in one of the two"
+)
+#: Display headers of columns whose name is not self-explaining.
+AXIS_HEADERS = {"fp32_master_weights": "fp32 master weights"}
+
+
+def axis_columns(df: pd.DataFrame, axes: Sequence[str]) -> dict[str, list[str]]:
+    """``{header: values}`` of the swept axes ``axes`` that ``df`` has, values spelled as on the command line."""
+    return {AXIS_HEADERS.get(a, a): [MISSING if missing(v) else cli(v) for v in df[a]] for a in axes if a in df}
+
+
+def sort_ok(df: pd.DataFrame) -> pd.DataFrame:
+    """The ``ok`` rows, fastest (tokens/s per device) first, rows without a number last."""
+    ok = df[df["status"] == "ok"]
+    return ok.sort_values("tokens_per_s_per_device", ascending=False, na_position="last", kind="stable")
+
+
+def results_table(df: pd.DataFrame, axes: Sequence[str] = (), unit: tuple[str, int] | None = None) -> pd.DataFrame:
+    """The ``ok`` points, fastest first, frontier marked ★: the axes, tokens/s per device, median step time (s),
+    MFU (% of peak), peak memory in ``unit`` (a (name, bytes) pair; by default :func:`mem_unit` of ``df``),
+    optimizer state per rank (MiB), the predicted peak when capacity planning filled one, and the point id."""
+    name, scale = unit or mem_unit(df)
+    ok = sort_ok(df)
+    out: dict[str, list[str]] = {
+        "frontier": [FRONTIER_MARK if f else "" for f in ok["on_frontier"]],
+        **axis_columns(ok, axes),
+        "tokens/s/device": [num(v) for v in ok["tokens_per_s_per_device"]],
+        "step time median (s)": [num(v) for v in ok["step_time_s_median"]],
+        "MFU (%)": [num(v, 0.01, 3, zeros=True) for v in ok["mfu"]],
+        f"peak mem ({name})": [num(v, scale, 3, zeros=True) for v in ok["peak_mem_bytes"]],
+        "opt state/rank (MiB)": [num(v, MIB, 4, zeros=True) for v in ok["optimizer_state_bytes_per_rank"]],
+    }
+    if "predicted_peak_mem_bytes" in ok.columns:
+        out[f"predicted peak mem ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_mem_bytes"]]
+    out["point"] = ok["point_id"].astype(str).tolist()
+    return pd.DataFrame(out, dtype=object)
+
+
+def results_details_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Secondary numbers of the ``ok`` points, in :func:`results_table`'s order: point, tokens/s over all devices,
+    step time p10-p90 (s), TFLOP/s per device, the MFU peak (TFLOP/s; only when the peaks of these points differ
+    by more than 1 %), the peak-memory counter, and the SLURM job when there is one."""
+    ok = sort_ok(df)
+    out: dict[str, list[str]] = {
+        "point": ok["point_id"].astype(str).tolist(),
+        "tokens/s (all devices)": [num(v) for v in ok["tokens_per_s"]],
+        "step time p10-p90 (s)": [
+            f"{num(a)}-{num(b)}" for a, b in zip(ok["step_time_s_p10"], ok["step_time_s_p90"], strict=True)
+        ],
+        "TFLOP/s/device": [num(v, digits=3) for v in ok["tflops_per_device"]],
+    }
+    peaks = pd.to_numeric(ok["mfu_peak_flops"], errors="coerce").dropna()
+    if len(peaks) and peaks.max() > 1.01 * peaks.min():
+        out["MFU peak (TFLOP/s)"] = [num(v, 1e12, 3) for v in ok["mfu_peak_flops"]]
+    out["peak mem kind"] = [text(v) for v in ok["peak_mem_kind"]]
+    if ok["slurm_job_id"].notna().any():
+        out["SLURM job"] = [text(v) for v in ok["slurm_job_id"]]
+    return pd.DataFrame(out, dtype=object)
+
+
+def sort_failures(df: pd.DataFrame) -> pd.DataFrame:
+    """The non-``ok`` rows, by status then point id."""
+    return df[df["status"] != "ok"].sort_values(["status", "point_id"], kind="stable")
+
+
+def failures_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
+    """The non-``ok`` points: status, the axes, error kind, phase (setup/train/eval), reason, point id. Error kind
+    and phase are left out when empty for every row."""
+    bad = sort_failures(df)
+    out: dict[str, list[str]] = {
+        "status": bad["status"].astype(str).tolist(),
+        **axis_columns(bad, axes),
+        "error kind": [text(v) for v in bad["error_kind"]],
+        "phase": [text(v) for v in bad["failure_phase"]],
+        "reason": [text(v) for v in bad["reason"]],
+        "point": bad["point_id"].astype(str).tolist(),
+    }
+    return _drop_empty(out, keep={"status", "reason", "point", *(AXIS_HEADERS.get(a, a) for a in axes)})
+
+
+def failure_details_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Secondary facts of the non-``ok`` points that have any: the parsed OOM numbers (requested and free in MiB,
+    in use and capacity in GiB), the failing rank and step, and the SLURM job, state, elapsed and limit (s).
+    Columns empty for every row and rows with nothing to add are left out; no rows: an empty frame."""
+    bad = sort_failures(df)
+    out: dict[str, list[str]] = {
+        "point": bad["point_id"].astype(str).tolist(),
+        "OOM requested (MiB)": [num(v, MIB) for v in bad["oom_requested_bytes"]],
+        "OOM free (MiB)": [num(v, MIB) for v in bad["oom_free_bytes"]],
+        "OOM in use (GiB)": [num(v, GIB) for v in bad["oom_in_use_bytes"]],
+        "device capacity (GiB)": [num(v, GIB) for v in bad["oom_capacity_bytes"]],
+        "rank": [text(v) for v in bad["failure_rank"]],
+        "step": [text(v) for v in bad["failure_step"]],
+        "SLURM job": [text(v) for v in bad["slurm_job_id"]],
+        "SLURM state": [text(v) for v in bad["slurm_state"]],
+        "SLURM elapsed / limit (s)": [
+            MISSING if missing(a) and missing(b) else f"{num(a)} / {num(b)}"
+            for a, b in zip(bad["slurm_elapsed_s"], bad["slurm_time_limit_s"], strict=True)
+        ],
+    }
+    table = _drop_empty(out, keep={"point"})
+    if len(table.columns) == 1:
+        return table.iloc[0:0]
+    return table[(table.drop(columns="point") != MISSING).any(axis=1)].reset_index(drop=True)
+
+
+def _drop_empty(columns: dict[str, list[str]], keep: set[str]) -> pd.DataFrame:
+    return pd.DataFrame({k: v for k, v in columns.items() if k in keep or any(x != MISSING for x in v)}, dtype=object)
+
+
+def shown_ok(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]:
+    """(the rows of ``df`` whose ``ok`` points the results table shows, how many ``ok`` points there are).
+
+    At most ``max_rows`` ``ok`` points: every frontier point (even when there are more than ``max_rows``), then the
+    fastest of the others by tokens/s per device. With ``max_rows`` None or no more ``ok`` points than that, ``df``
+    itself."""
+    is_ok = df["status"] == "ok"
+    n_ok = int(is_ok.sum())
+    if max_rows is None or n_ok <= max_rows:
+        return df, n_ok
+    ranked = sort_ok(df)
+    front = ranked["on_frontier"].astype(bool)
+    room = max(max_rows - int(front.sum()), 0)
+    keep = front | (~front & ((~front).cumsum() <= room))
+    return ranked[keep], n_ok
+
+
+def shown_failures(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]:
+    """(the non-``ok`` rows the failures table shows, how many there are): at most ``max_rows``, taken in turn from
+    each status (lowest point ids first) so that every status shows. With ``max_rows`` None or no more rows than
+    that, ``df`` itself."""
+    is_bad = df["status"] != "ok"
+    n_bad = int(is_bad.sum())
+    if max_rows is None or n_bad <= max_rows:
+        return df, n_bad
+    bad = sort_failures(df)
+    turn = bad.groupby("status", sort=False).cumcount()
+    order = pd.DataFrame({"turn": turn, "status": bad["status"]}).sort_values(["turn", "status"], kind="stable")
+    return bad.loc[order.index[:max_rows]], n_bad
+
+
+def shown_replays(
+    point_ids: Sequence[str],
+    df: pd.DataFrame,
+    ok_shown: pd.DataFrame,
+    bad_shown: pd.DataFrame,
+    max_rows: int | None,
+) -> set[str]:
+    """The point ids whose replay commands the report shows: every one when ``max_rows`` is None or there are no
+    more than that, else at most ``max_rows`` (more only when there are more frontier points): every frontier
+    point, then the failures shown, then the other ``ok`` points shown (fastest first)."""
+    if max_rows is None or len(point_ids) <= max_rows:
+        return set(point_ids)
+    front = df.loc[df["on_frontier"].astype(bool), "point_id"].tolist()
+    bad = bad_shown.loc[bad_shown["status"] != "ok", "point_id"].tolist()
+    ok = sort_ok(ok_shown)["point_id"].tolist()
+    wanted = list(dict.fromkeys([*front, *bad, *ok]))
+    return set(wanted[: max(max_rows, len(front))])

@@ -1,0 +1,413 @@
+"""The per-point result row: ONE schema whose column names CSV, Parquet, the report, capacity planning and W&B share.
+
+A row is flat: one column per swept key (every :class:`~sweeper.grid.spec.PointSpec` field, named as on the command
+line), the passthrough dicts flattened into dotted columns (``training_args.max_grad_norm``,
+``fsdp_config.reshard_after_forward``, ``deepspeed_config.zero_optimization.stage``, ``model.config.hidden_size``),
+what really ran (setup), the measurements, the failure details, the SLURM job and the bookkeeping. Every column
+carries its unit in its name (``_bytes``, ``_s``, ``_gib``, ``tokens_per_s``) and in :data:`COLUMNS`.
+
+:data:`COLUMNS` is the explicit list (name, pandas dtype, unit, meaning, where the record holds it). A *family*
+column (dtype ``"family"``) stands for the dotted columns of one spec dict; they take its place, sorted by name, and
+their dtype is inferred (ints and floats mixed: float64; any other mix: strings). A spec key the list does not name
+(a newer spec) still becomes a column, after the spec block. ``predicted_*`` columns (capacity planning) follow the
+bookkeeping columns; bytes as Int64, the rest float64.
+
+:data:`SCHEMA_VERSION` is written as the ``schema_version`` column of every row and, in Parquet, as the schema
+metadata key ``sweeper.schema_version`` (each Parquet field also carries its unit and meaning as field metadata).
+
+Nothing here imports torch; pandas and pyarrow only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from sweeper.units import GIB
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from sweeper.results.record import Record
+
+#: Bump when a column is renamed, removed or changes meaning (adding columns does not need a bump).
+SCHEMA_VERSION = 1
+
+STR, INT, FLOAT, BOOL, FAMILY = "str", "Int64", "float64", "boolean", "family"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the row.
+
+    Attributes:
+        name: the column name, as the command line spells the key for swept keys.
+        dtype: pandas dtype (``str``, ``Int64``, ``float64``, ``boolean``), or ``family`` for the dotted columns
+            flattened from one spec dict.
+        unit: the unit of the values (``bytes``, ``s``, ``GiB``, ``tokens/s``, ...), ``""`` for text, flags and
+            counts.
+        doc: what the value means.
+        source: where the record holds it: ``"<part>.<key>"`` (``spec.fsdp``, ``metrics.peak_mem_bytes``,
+            ``setup.wrapper``, ``failure.rank``, ``env.slurm_job_id``), a record attribute (``status``), or a
+            function of the record.
+    """
+
+    name: str
+    dtype: str
+    unit: str
+    doc: str
+    source: str | Callable[[Record], Any]
+
+
+def fp32_master_weights(model_dtype: str | None, precision: str | None, zero: int | None) -> bool | None:
+    """Whether the optimizer updates an fp32 copy of the weights (the "fp32 master weights" of mixed precision).
+
+    True when the weights themselves are fp32 (``model_dtype=float32``: fp32 training, or autocast ``bf16``/``fp16``
+    over fp32 weights, as the HF Trainer's ``bf16=True``/``fp16=True`` do: the weights stay fp32, only the matmuls
+    run in half precision), or when DeepSpeed ZeRO (``zero`` > 0) trains in ``bf16``/``fp16``: its ZeRO optimizers
+    keep fp32 partitions of the weights and update those (Rajbhandari et al., "ZeRO", SC'20, section 3: "fp32
+    copies of the parameters"; DeepSpeed ``runtime/zero/stage_1_and_2.py`` ``single_partition_of_fp32_groups``,
+    ``runtime/zero/stage3.py`` ``fp32_partitioned_groups_flat``). False for pure half-precision training: weights
+    created in ``bfloat16``/``float16`` without DeepSpeed (``zero=0``) are updated in place in that dtype (and so
+    are half-precision weights under ZeRO with ``precision=fp32``, where DeepSpeed's half-precision optimizers are
+    off).
+
+    Returns:
+        True/False, or None when ``model_dtype`` or ``precision`` is unknown (a record without a spec).
+    """
+    if model_dtype is None or precision is None:
+        return None
+    if model_dtype == "float32":
+        return True
+    return bool(zero) and precision in ("bf16", "fp16")
+
+
+def _world_size(r: Record) -> int | None:
+    ws, spec = (r.setup or {}).get("world_size"), r.spec or {}
+    if ws is None and spec.get("ranks_per_node") is not None and spec.get("nodes") is not None:
+        ws = spec["ranks_per_node"] * spec["nodes"]
+    return ws
+
+
+def _peak_gib(r: Record) -> float | None:
+    peak = (r.metrics or {}).get("peak_mem_bytes")
+    return peak / GIB if isinstance(peak, (int, float)) and not _missing(peak) else None
+
+
+def _fp32_master(r: Record) -> bool | None:
+    s = r.spec or {}
+    return fp32_master_weights(s.get("model_dtype"), s.get("precision"), s.get("zero"))
+
+
+def _part(source: str) -> Callable[[Record], Any]:
+    part, _, key = source.partition(".")
+    return lambda r: (getattr(r, part) or {}).get(key)
+
+
+def _slurm_failure(key: str) -> Callable[[Record], Any]:
+    """A SLURM number the failure holds only for records of SLURM jobs (the scheduler's or the job's own)."""
+    return lambda r: (r.failure or {}).get(key) if (r.failure or {}).get("slurm_job_id") is not None else None
+
+
+def _first(*getters: Callable[[Record], Any]) -> Callable[[Record], Any]:
+    return lambda r: next((v for v in (g(r) for g in getters) if v is not None), None)
+
+
+def _keys(r: Record) -> str | None:
+    keys = (r.failure or {}).get("keys")
+    return " ".join(map(str, keys)) if isinstance(keys, (list, tuple)) else keys
+
+
+# fmt: off
+#: Every column of the row, in order (families expand in place; see the module docstring).
+COLUMNS: tuple[Column, ...] = (
+    Column("status", STR, "", "one of sweeper.results.record.STATUSES", "status"),
+    Column("point_id", STR, "", "12 hex digits, hash of the normalised point spec", "point_id"),
+    # ---- the point's configuration (swept keys, as on the command line) ----
+    Column("model", STR, "", "architecture name (config group model/)", "spec.model"),
+    Column("fsdp", STR, "", "TrainingArguments.fsdp strategy", "spec.fsdp"),
+    Column("fsdp_config", FAMILY, "", "fsdp_config.<key>: merged into TrainingArguments.fsdp_config",
+           "spec.fsdp_config"),
+    Column("gc", BOOL, "", "gradient checkpointing", "spec.gc"),
+    Column("use_reentrant", BOOL, "", "torch.utils.checkpoint use_reentrant", "spec.use_reentrant"),
+    Column("precision", STR, "", "fp32, or autocast bf16/fp16", "spec.precision"),
+    Column("model_dtype", STR, "", "dtype the weights are created in", "spec.model_dtype"),
+    Column("fp32_master_weights", BOOL, "", "the optimizer updates an fp32 copy of the weights (see "
+           "fp32_master_weights())", _fp32_master),
+    Column("zero", INT, "", "DeepSpeed zero_optimization.stage (0 = no DeepSpeed)", "spec.zero"),
+    Column("deepspeed_config", FAMILY, "", "deepspeed_config.<key>: merged into the generated DeepSpeed config",
+           "spec.deepspeed_config"),
+    Column("per_device_batch_size", INT, "samples", "micro-batch per device", "spec.per_device_batch_size"),
+    Column("seq_len", INT, "tokens", "tokens per sample", "spec.seq_len"),
+    Column("grad_accum", INT, "", "gradient accumulation steps", "spec.grad_accum"),
+    Column("ranks_per_node", INT, "", "processes per node", "spec.ranks_per_node"),
+    Column("nodes", INT, "", "nodes", "spec.nodes"),
+    Column("world_size", INT, "", "ranks: verified setup, else ranks_per_node x nodes", _world_size),
+    Column("device", STR, "", "auto, cpu or cuda", "spec.device"),
+    Column("warmup_steps", INT, "steps", "optimizer steps dropped before timing", "spec.warmup_steps"),
+    Column("timed_steps", INT, "steps", "optimizer steps timed", "spec.timed_steps"),
+    Column("memory_steps", INT, "steps", "optimizer steps with the memory tracker", "spec.memory_steps"),
+    Column("profile_steps", INT, "steps", "optimizer steps profiled", "spec.profile_steps"),
+    Column("eval", BOOL, "", "evaluation after training", "spec.eval"),
+    Column("seed", INT, "", "model init and synthetic data seed", "spec.seed"),
+    Column("timeout_s", FLOAT, "s", "wall-clock limit of the point", "spec.timeout_s"),
+    Column("training_args", FAMILY, "", "training_args.<key>: any other TrainingArguments field",
+           "spec.training_args"),
+    Column("callbacks", STR, "", "extra TrainerCallbacks (JSON list of _target_ dicts)", "spec.callbacks"),
+    Column("profile_trace", BOOL, "", "per-rank chrome trace written", "spec.profile_trace"),
+    Column("host_mem_limit_gib", FLOAT, "GiB", "host memory limit of the point", "spec.host_mem_limit_gib"),
+    Column("model.model_type", STR, "", "transformers model_type of the architecture", "spec.model_type"),
+    Column("model.decoder_layer", STR, "", "decoder block class (FSDP wrap and checkpointing unit)",
+           "spec.decoder_layer"),
+    Column("model.config", FAMILY, "", "model.config.<key>: the architecture's numbers", "spec.model_config"),
+    # ---- measurements ----
+    Column("step_time_s_median", FLOAT, "s", "median step time of the timed steps, slowest rank per step",
+           "metrics.step_time_s_median"),
+    Column("step_time_s_p10", FLOAT, "s", "10th percentile step time", "metrics.step_time_s_p10"),
+    Column("step_time_s_p90", FLOAT, "s", "90th percentile step time", "metrics.step_time_s_p90"),
+    Column("tokens_per_s", FLOAT, "tokens/s", "all devices", "metrics.tokens_per_s"),
+    Column("tokens_per_s_per_device", FLOAT, "tokens/s", "tokens_per_s / world_size",
+           "metrics.tokens_per_s_per_device"),
+    Column("samples_per_s", FLOAT, "samples/s", "all devices", "metrics.samples_per_s"),
+    Column("tflops_per_device", FLOAT, "TFLOP/s", "flops_per_token x tokens/s/device / 1e12",
+           "metrics.tflops_per_device"),
+    Column("mfu", FLOAT, "fraction", "tflops_per_device / peak (PaLM convention)", "metrics.mfu"),
+    Column("peak_mem_bytes", INT, "bytes", "peak memory, max over ranks (see peak_mem_kind)", "metrics.peak_mem_bytes"),
+    Column("peak_mem_gib", FLOAT, "GiB", "peak_mem_bytes / 2**30", _peak_gib),
+    Column("peak_mem_kind", STR, "", "which counter peak_mem_bytes is", "metrics.peak_mem_kind"),
+    Column("peak_reserved_bytes", INT, "bytes", "CUDA max_memory_reserved, max over ranks",
+           "metrics.peak_reserved_bytes"),
+    Column("rss_peak_bytes", INT, "bytes", "process peak RSS, max over ranks", "metrics.rss_peak_bytes"),
+    Column("param_bytes_per_rank", INT, "bytes", "parameter bytes one rank holds", "metrics.param_bytes_per_rank"),
+    Column("grad_bytes_per_rank", INT, "bytes", "gradient bytes one rank holds", "metrics.grad_bytes_per_rank"),
+    Column("optimizer_state_bytes_per_rank", INT, "bytes", "optimizer-state bytes one rank holds",
+           "metrics.optimizer_state_bytes_per_rank"),
+    Column("on_frontier", BOOL, "", "on the tokens/s/device vs peak_mem_bytes Pareto frontier of the ok rows",
+           lambda r: False),
+    Column("timed_steps_measured", INT, "steps", "timed steps actually measured", "metrics.timed_steps"),
+    Column("warmup_steps_dropped", INT, "steps", "warm-up steps dropped", "metrics.warmup_steps_dropped"),
+    Column("flops_per_token", FLOAT, "FLOP/token", "6N + 12 L a d s (PaLM), recompute not counted",
+           "metrics.flops_per_token"),
+    Column("mfu_peak_flops", FLOAT, "FLOP/s", "the peak MFU divides by", "metrics.mfu_peak_flops"),
+    Column("mfu_peak_source", STR, "", "where the peak comes from", "metrics.mfu_peak_source"),
+    Column("mfu_note", STR, "", "why there is no MFU", "metrics.mfu_note"),
+    # ---- failure ----
+    Column("reason", STR, "", "for every non-ok status: a sentence a person can act on", "reason"),
+    Column("error_kind", STR, "", "family of an error (sweeper.failures)", "error_kind"),
+    Column("failure_phase", STR, "", "setup, train or eval", "failure.phase"),
+    Column("failure_rank", INT, "", "rank that failed first", "failure.rank"),
+    Column("failure_step", INT, "", "optimizer step of the failure", "failure.step"),
+    Column("failure_exception_type", STR, "", "exception class", "failure.exception_type"),
+    Column("failure_rule", STR, "", "gate rule that refused the point", "failure.rule"),
+    Column("failure_keys", STR, "", "keys the gate named (space-separated)", _keys),
+    Column("oom_requested_bytes", INT, "bytes", "allocation that failed", "failure.requested_bytes"),
+    Column("oom_capacity_bytes", INT, "bytes", "device capacity", "failure.capacity_bytes"),
+    Column("oom_free_bytes", INT, "bytes", "free device memory", "failure.free_bytes"),
+    Column("oom_in_use_bytes", INT, "bytes", "memory in use by the process", "failure.in_use_bytes"),
+    Column("oom_allocated_bytes", INT, "bytes", "allocated by PyTorch", "failure.allocated_bytes"),
+    Column("oom_reserved_unallocated_bytes", INT, "bytes", "reserved but unallocated (fragmentation)",
+           "failure.reserved_unallocated_bytes"),
+    Column("oom_device_index", INT, "", "CUDA device of the OOM", "failure.device_index"),
+    Column("oom_fragmentation_hint", BOOL, "", "the allocator suggested expandable_segments",
+           "failure.fragmentation_hint"),
+    Column("host_rss_bytes", INT, "bytes", "host RSS when SLURM killed the job", "failure.host_rss_bytes"),
+    Column("host_mem_limit_bytes", INT, "bytes", "the job's host memory limit", "failure.host_mem_limit_bytes"),
+    # ---- what really ran ----
+    Column("checkpointing_impl", STR, "", "checkpointing implementation verified", "setup.checkpointing_impl"),
+    Column("compute_dtype", STR, "", "dtype a Linear really computes in", "setup.compute_dtype"),
+    Column("wrapper", STR, "", "model wrapper type", "setup.wrapper"),
+    Column("deepspeed_stage", INT, "", "ZeRO stage the engine reports", "setup.deepspeed_stage"),
+    Column("fsdp_version", INT, "", "FSDP 1 or 2", "setup.fsdp_version"),
+    Column("device_type", STR, "", "cpu or cuda", _first(_part("setup.device_type"), _part("env.device_type"))),
+    Column("device_name", STR, "", "device model", _first(_part("setup.device_name"), _part("env.device_name"))),
+    # ---- SLURM ----
+    Column("slurm_job_id", STR, "", "<array>_<task> or job id", _first(_part("env.slurm_job_id"),
+                                                                        _part("failure.slurm_job_id"))),
+    Column("slurm_state", STR, "", "sacct state of a job the scheduler ended (empty when the job wrote its own "
+           "record: it was still RUNNING)", "failure.slurm_state"),
+    Column("slurm_exit_code", STR, "", "sacct ExitCode of such a job", "failure.slurm_exit_code"),
+    Column("slurm_elapsed_s", FLOAT, "s", "time the job ran", _first(_part("env.slurm_elapsed_s"),
+                                                                      _slurm_failure("elapsed_s"))),
+    Column("slurm_time_limit_s", FLOAT, "s", "the job's time limit", _first(_part("env.slurm_time_limit_s"),
+                                                                             _slurm_failure("time_limit_s"))),
+    Column("slurm_restart_count", INT, "", "requeues of the job", "env.slurm_restart_count"),
+    # ---- bookkeeping ----
+    Column("wall_time_s", FLOAT, "s", "launching the ranks to writing the record", "wall_time_s"),
+    Column("overrides", STR, "", "the Hydra overrides of the point (space-separated)",
+           lambda r: " ".join(r.overrides or [])),
+    Column("replay", STR, "", "shell command that runs the point again", "replay"),
+    Column("sweep_id", STR, "", "the sweep's id", "sweep_id"),
+    Column("schema_version", INT, "", "SCHEMA_VERSION of this row", lambda r: SCHEMA_VERSION),
+)
+# fmt: on
+
+#: Column name -> column.
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+#: The prefixes of the dotted columns (``fsdp_config.``, ``deepspeed_config.``, ``training_args.``, ``model.config.``).
+FAMILY_PREFIXES: tuple[str, ...] = tuple(f"{c.name}." for c in COLUMNS if c.dtype == FAMILY)
+_SPEC_KEYS = {c.source.split(".", 1)[1] for c in COLUMNS if isinstance(c.source, str) and c.source.startswith("spec.")}
+_AFTER_SPEC = "model.config"  # unknown spec keys go after this family
+
+
+def _step(c: Column) -> tuple[str, str, str | None, str | None, Callable[[Record], Any] | None]:
+    """(name, dtype, record part, key, function): how :func:`row_from_record` reads a column."""
+    if callable(c.source):
+        return c.name, c.dtype, None, None, c.source
+    part, sep, key = c.source.partition(".")
+    return (c.name, c.dtype, part, key, None) if sep else (c.name, c.dtype, None, part, None)
+
+
+_PLAN = [_step(c) for c in COLUMNS]
+_NESTED = (list, tuple, dict)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def flatten(prefix: str, value: Any) -> dict[str, Any]:
+    """A spec dict as dotted columns: ``flatten("deepspeed_config", {"zero_optimization": {"stage": 3}})`` ->
+    ``{"deepspeed_config.zero_optimization.stage": 3}``. Lists become compact JSON; an empty dict gives no column."""
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out |= flatten(f"{prefix}.{k}", v)
+        return out
+    if isinstance(value, (list, tuple)):
+        return {prefix: json.dumps(value, sort_keys=True, default=str)}
+    return {prefix: value}
+
+
+def config_columns(names: Iterable[str]) -> list[str]:
+    """The configuration columns among ``names`` (a frame's columns, in order): the swept keys, their dotted
+    columns, unknown spec keys and the derived ``fp32_master_weights``; not ``world_size``. For the report's grid."""
+    names = list(names)
+    block = names[names.index("model") : names.index("step_time_s_median")]
+    return [k for k in block if k != "world_size"]
+
+
+def row_from_record(record: Record) -> dict[str, Any]:
+    """One point's row: ``{column: value}`` in :data:`COLUMNS` order with families expanded in place, unknown spec
+    keys after the spec block, ``predicted_*`` before ``schema_version``. Values are plain Python (None when
+    absent); nested values of fixed columns become compact JSON. ``on_frontier`` is False here: it is a property
+    of the whole table (see :func:`records_to_frame`)."""
+    spec = record.spec or {}
+    parts = {
+        "spec": spec,
+        "setup": record.setup or {},
+        "metrics": record.metrics or {},
+        "failure": record.failure or {},
+        "env": record.env or {},
+    }
+    row: dict[str, Any] = {}
+    for name, dtype, part, key, func in _PLAN:
+        if dtype == FAMILY:
+            value = spec.get(key)
+            if value:
+                row |= dict(sorted(flatten(name, value).items()))
+            if name == _AFTER_SPEC:
+                for k in [k for k in spec if k not in _SPEC_KEYS]:
+                    row |= flatten(k, spec[k]) if isinstance(spec[k], Mapping) else {k: spec[k]}
+            continue
+        if name == "schema_version" and record.predicted:
+            for k, v in record.predicted.items():
+                row[k if k.startswith("predicted_") else f"predicted_{k}"] = v
+        if func is not None:
+            v = func(record)
+        elif part is None:
+            v = getattr(record, key)
+        else:
+            v = parts[part].get(key)
+        row[name] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, _NESTED) else v
+    return row
+
+
+def _coerce(s: pd.Series, dtype: str) -> pd.Series:
+    try:
+        return s.astype(dtype)
+    except (TypeError, ValueError):
+        return s  # unexpected values: keep them as they are rather than lose them
+
+
+def _infer(s: pd.Series) -> pd.Series:
+    """A column the schema does not type (dotted, unknown spec keys): one type per column for Parquet."""
+    types = {type(v) for v in s if not _missing(v)}
+    if not types:
+        return s
+    if types <= {bool}:
+        return _coerce(s, BOOL)
+    if types <= {int}:
+        return _coerce(s, INT)
+    if types <= {int, float}:
+        return _coerce(s, FLOAT)
+    if len(types) > 1 or types - {str}:
+        return s.map(lambda v: None if _missing(v) else str(v)).astype(object)
+    return s
+
+
+def dtype_of(name: str) -> str | None:
+    """The schema's pandas dtype of a column (``predicted_*``: Int64 for bytes, float64 else); None for a dotted or
+    unknown column (inferred)."""
+    c = BY_NAME.get(name)
+    if c is not None and c.dtype != FAMILY:
+        return c.dtype
+    if name.startswith("predicted_"):
+        return INT if "_bytes" in name else FLOAT
+    return None
+
+
+def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
+    """The table of a sweep: one row per record (:func:`row_from_record`), columns typed by :data:`COLUMNS`.
+
+    Columns a record lacks are missing (``<NA>``/NaN). ``on_frontier`` is the Pareto frontier of
+    ``tokens_per_s_per_device`` (higher is better) against ``peak_mem_bytes`` (lower is better) over the ``ok``
+    rows (:func:`sweeper.results.frontier.mark_frontier`); False for every other row. An empty sweep gives an empty
+    frame that still has every fixed column.
+    """
+    from sweeper.results.frontier import mark_frontier
+
+    rows = [row_from_record(r) for r in records]
+    names = _ordered_names(rows)
+    df = pd.DataFrame(rows, columns=names)
+    for name in names:
+        dtype = dtype_of(name)
+        df[name] = _coerce(df[name], dtype) if dtype and dtype != STR else _infer(df[name])
+    df["on_frontier"] = mark_frontier(df).astype(bool) if len(df) else pd.Series(dtype=bool)
+    return df
+
+
+def _ordered_names(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """Every column of ``rows`` in schema order: fixed columns, each family's dotted columns (sorted) in its place,
+    unknown spec keys after the spec block, ``predicted_*`` before ``schema_version``."""
+    seen = dict.fromkeys(k for row in rows for k in row)
+    extra = [k for k in seen if k not in BY_NAME]
+    out: list[str] = []
+    for c in COLUMNS:
+        if c.dtype == FAMILY:
+            out += sorted(k for k in extra if k.startswith(c.name + "."))
+            if c.name == _AFTER_SPEC:
+                out += [k for k in extra if not k.startswith((*FAMILY_PREFIXES, "predicted_"))]
+            continue
+        if c.name == "schema_version":
+            out += [k for k in extra if k.startswith("predicted_")]
+        out.append(c.name)
+    return out
+
+
+def frame_to_arrow(df: pd.DataFrame) -> pa.Table:
+    """``df`` as an Arrow table for Parquet: schema metadata ``sweeper.schema_version`` = :data:`SCHEMA_VERSION`,
+    and each field's ``unit`` and ``doc`` from :data:`COLUMNS` (dotted columns: the family's)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    fields = []
+    for f in table.schema:
+        c = BY_NAME.get(f.name) or next((x for x in COLUMNS if x.dtype == FAMILY and f.name.startswith(x.name)), None)
+        fields.append(f.with_metadata({"unit": c.unit, "doc": c.doc}) if c else f)
+    meta = {**(table.schema.metadata or {}), b"sweeper.schema_version": str(SCHEMA_VERSION).encode()}
+    return table.cast(pa.schema(fields, metadata=meta))

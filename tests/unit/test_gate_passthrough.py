@@ -1,0 +1,230 @@
+"""Passthrough entries and the point's identity: what sweeper sets, what restates it, the installed field list.
+
+The mirrors of what sweeper sets (``sweeper.point.passthrough``) are checked against the real
+``sweeper.job.trainer_setup`` and the real ``TrainingArguments``; the field list comes from the real helper
+subprocess.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from sweeper.grid.schema import SweeperConfig
+from sweeper.grid.spec import from_config
+from sweeper.point.identity import normalised, point_id
+from sweeper.point.passthrough import (
+    is_no_tracker,
+    redundant_passthrough,
+    same,
+    sweeper_deepspeed_config,
+    sweeper_fsdp_config,
+    sweeper_training_args,
+)
+from sweeper.point.rules import ta_schema
+from sweeper.point.rules.ta_schema import conforms, load_schema, training_args_schema
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _schema_cache(tmp_path_factory):
+    """One TrainingArguments field cache for the whole session, outside the user's home."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+    training_args_schema.cache_clear()
+    yield
+    training_args_schema.cache_clear()
+    mp.undo()
+
+
+def spec(**kw):
+    model = {"name": "tiny", "decoder_layer": "LlamaDecoderLayer", "config": {"max_position_embeddings": 2048}}
+    return from_config(OmegaConf.merge(OmegaConf.structured(SweeperConfig), {"model": model}, kw))
+
+
+# ------------------------------------------------------------------------------------------- mirrors of trainer_setup
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(), dict(gc=True, use_reentrant=True), dict(precision="bf16", eval=True, grad_accum=2), dict(timeout_s=60)],
+)
+def test_sweeper_training_args_are_what_trainer_setup_really_passes(tmp_path, kw):
+    from sweeper.job.trainer_setup import training_arguments
+
+    args = training_arguments(spec(**kw), str(tmp_path), use_cpu=True)
+    for field, ours in sweeper_training_args(spec(**kw)).items():
+        real = getattr(args, field)
+        real = real.value if isinstance(real, enum.Enum) else real
+        if field == "report_to":
+            assert is_no_tracker(real) and is_no_tracker(ours)
+        else:
+            assert same(real, ours), (field, real, ours)
+
+
+@pytest.mark.parametrize("fsdp", ["full_shard", "shard_grad_op"])
+@pytest.mark.parametrize("gc", [False, True])
+def test_sweeper_fsdp_config_is_what_transformers_derives_from_the_label(tmp_path, fsdp, gc):
+    """FSDP2: reshard_after_forward is True for full_shard, False for shard_grad_op (case T01)."""
+    from sweeper.job.trainer_setup import training_arguments
+
+    real = training_arguments(spec(fsdp=fsdp, gc=gc), str(tmp_path), use_cpu=True).fsdp_config
+    ours = sweeper_fsdp_config(spec(fsdp=fsdp, gc=gc))
+    for key in ("version", "transformer_layer_cls_to_wrap", "activation_checkpointing", "reshard_after_forward"):
+        assert same(real[key], ours[key]), (key, real[key], ours[key])
+    assert ours["reshard_after_forward"] is (fsdp == "full_shard")
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_sweeper_deepspeed_config_is_what_trainer_setup_generates(zero):
+    from sweeper.job.trainer_setup import deepspeed_config
+
+    assert sweeper_deepspeed_config(spec(zero=zero)) == deepspeed_config(spec(zero=zero))
+    assert sweeper_deepspeed_config(spec()) == {}
+
+
+# ------------------------------------------------------------------------------------------- the installed field list
+
+
+def test_the_field_list_comes_from_the_installed_transformers_and_is_cached_per_version(tmp_path):
+    from importlib import metadata
+
+    schema = load_schema(tmp_path)
+    cached = ta_schema.cache_path(metadata.version("transformers"), tmp_path)
+    assert cached.is_file() and schema.transformers == metadata.version("transformers")
+    lr = schema.fields["learning_rate"]
+    assert (lr.type, lr.default, lr.has_default) == ({"t": "float"}, 5e-05, True)
+    assert schema.fields["lr_scheduler_type"].type["t"] == "choice"
+    assert "constant" in schema.fields["lr_scheduler_type"].type["values"]
+    # A second load reads the cache instead of asking transformers: a marker written into it is seen.
+    data = json.loads(cached.read_text())
+    data["fields"]["zz_marker"] = {"type": {"t": "int"}, "text": "int", "default": 1, "has_default": True}
+    cached.write_text(json.dumps(data))
+    assert "zz_marker" in load_schema(tmp_path).fields
+
+
+@pytest.mark.parametrize("junk", ["{not json", '{"format": 999, "fields": {"x": {}}}'])
+def test_a_corrupt_cache_is_rebuilt(tmp_path, junk):
+    from importlib import metadata
+
+    cached = ta_schema.cache_path(metadata.version("transformers"), tmp_path)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(junk)
+    assert "learning_rate" in load_schema(tmp_path).fields
+    assert "learning_rate" in json.loads(cached.read_text())["fields"]
+
+
+@pytest.mark.parametrize(
+    ("value", "desc", "ok"),
+    [
+        (1, {"t": "float"}, True),
+        ("1.0", {"t": "float"}, False),
+        (True, {"t": "int"}, False),
+        (2.0, {"t": "int"}, False),
+        (["wandb"], {"t": "bool"}, False),
+        (None, {"t": "union", "of": [{"t": "none"}, {"t": "str"}]}, True),
+        ("cosine", {"t": "choice", "values": ["linear", "cosine"]}, True),
+        ("Cosine", {"t": "choice", "values": ["linear", "cosine"]}, False),
+        (0, {"t": "choice", "values": [False]}, False),
+        ({"a": True}, {"t": "dict", "value": {"t": "bool"}}, True),
+        ({"a": 1}, {"t": "dict", "value": {"t": "bool"}}, False),
+        ({}, {"t": "class", "name": "ParallelismConfig"}, False),
+    ],
+)
+def test_conforms_reads_values_as_the_field_types_take_them(value, desc, ok):
+    assert conforms(value, desc) is ok
+
+
+# ------------------------------------------------------------------------------------------- identity (T09, T10)
+
+
+def test_use_reentrant_without_checkpointing_is_one_point():
+    """Case T09: -m gc=false use_reentrant=false,true is one configuration."""
+    assert point_id(spec(gc=False, use_reentrant=True)) == point_id(spec(gc=False, use_reentrant=False))
+    assert point_id(spec(gc=True, use_reentrant=True)) != point_id(spec(gc=True, use_reentrant=False))
+
+
+def test_budgets_are_not_part_of_what_a_configuration_is():
+    """Case T10: timeout_s and host_mem_limit_gib bound a run without changing it."""
+    base = point_id(spec())
+    assert point_id(spec(timeout_s=6)) == base
+    assert point_id(spec(host_mem_limit_gib=3.5)) == base
+    assert point_id(spec(profile_trace=False)) == base
+    assert point_id(spec(seq_len=64)) != base
+
+
+@pytest.mark.parametrize(
+    ("restated", "plain"),
+    [
+        (dict(zero=2, deepspeed_config={"zero_optimization": {"stage": 2}}), dict(zero=2)),
+        (dict(zero=3, deepspeed_config={"train_batch_size": 8, "bf16": {"enabled": "auto"}}), dict(zero=3)),
+        (dict(zero=1, deepspeed_config={"gradient_clipping": 1.0}), dict(zero=1)),
+        (dict(fsdp="full_shard", fsdp_config={"reshard_after_forward": True}), dict(fsdp="full_shard")),
+        (dict(fsdp="shard_grad_op", fsdp_config={"fsdp_reshard_after_forward": "false"}), dict(fsdp="shard_grad_op")),
+        (dict(fsdp="full_shard", fsdp_config={"cpu_offload": False, "version": 2}), dict(fsdp="full_shard")),
+        (dict(training_args={"report_to": "none"}), dict()),
+        (dict(training_args={"report_to": ["none"], "save_strategy": "no"}), dict()),
+        (dict(training_args={"max_grad_norm": 1}), dict()),  # the TrainingArguments default
+        (dict(training_args={"learning_rate": 1e-4}), dict()),  # what sweeper sets
+        (dict(training_args={"per_device_train_batch_size": 4}), dict()),
+    ],
+)
+def test_an_entry_that_restates_what_runs_is_the_same_point(restated, plain):
+    assert point_id(spec(**restated)) == point_id(spec(**plain))
+
+
+@pytest.mark.parametrize(
+    ("changed", "plain"),
+    [
+        (dict(zero=2, deepspeed_config={"zero_optimization": {"overlap_comm": True}}), dict(zero=2)),
+        (dict(fsdp="full_shard", fsdp_config={"cpu_offload": True}), dict(fsdp="full_shard")),
+        (dict(training_args={"max_grad_norm": 0.5}), dict()),
+        (dict(training_args={"learning_rate": 5e-05}), dict()),  # the TrainingArguments default, not sweeper's
+    ],
+)
+def test_a_real_setting_is_another_point(changed, plain):
+    assert point_id(spec(**changed)) != point_id(spec(**plain))
+
+
+def test_fsdp_prefixed_keys_are_one_spelling():
+    a = spec(fsdp="full_shard", fsdp_config={"fsdp_cpu_offload": True})
+    b = spec(fsdp="full_shard", fsdp_config={"cpu_offload": True})
+    assert point_id(a) == point_id(b)
+    assert normalised(a)["fsdp_config"] == {"cpu_offload": True}
+
+
+def test_redundant_passthrough_names_dotted_paths_per_section():
+    s = spec(
+        zero=2,
+        deepspeed_config={"zero_optimization": {"stage": 2, "overlap_comm": True}, "train_micro_batch_size_per_gpu": 4},
+        training_args={"report_to": "none", "max_grad_norm": 0.5},
+    )
+    assert redundant_passthrough(s) == {
+        "deepspeed_config": {"zero_optimization.stage", "train_micro_batch_size_per_gpu"},
+        "fsdp_config": set(),
+        "training_args": {"report_to"},
+    }
+    assert normalised(s)["deepspeed_config"] == {"zero_optimization": {"overlap_comm": True}}
+
+
+def test_when_the_helper_cannot_run_the_gate_says_so_once_and_skips_only_name_and_type_checks(
+    tmp_path, monkeypatch, capsys
+):
+    """A missing helper module (a real failed subprocess): one warning, the other rules still run."""
+    from sweeper.point.gate import InvalidPoint, Target, check
+
+    monkeypatch.setattr(ta_schema, "HELPER", "sweeper.job.no_such_helper")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(ta_schema.SchemaUnavailable, match="no_such_helper"):
+        load_schema(tmp_path)
+    training_args_schema.cache_clear()
+    try:
+        check(spec(training_args={"not_a_field": 1}), Target())
+        check(spec(training_args={"also_not_a_field": 1}), Target())
+        assert capsys.readouterr().err.count("cannot read the installed TrainingArguments fields") == 1
+        with pytest.raises(InvalidPoint, match="report_to"):  # what needs no field list is still refused
+            check(spec(training_args={"report_to": ["wandb"]}), Target())
+    finally:
+        training_args_schema.cache_clear()
