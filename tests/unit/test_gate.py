@@ -273,7 +273,7 @@ PASSES = [
     dict(precision="bf16"),
     dict(fsdp="full_shard", fsdp_config={"reshard_after_forward": True}),  # restates full_shard
     dict(fsdp="shard_grad_op", fsdp_config={"reshard_after_forward": "false", "fsdp_version": 2}),
-    dict(fsdp="full_shard", fsdp_config={"sharding_strategy": "FULL_SHARD", "cpu_offload": True}),
+    dict(fsdp="full_shard", fsdp_config={"sharding_strategy": "FULL_SHARD", "cpu_offload": False}),
     dict(fsdp="full_shard", gc=True, fsdp_config={"activation_checkpointing": "true"}),
     dict(fsdp="full_shard", fsdp_config={"transformer_layer_cls_to_wrap": "LlamaDecoderLayer"}),
     dict(zero=2, deepspeed_config={"zero_optimization": {"stage": 2, "overlap_comm": True}}),
@@ -306,6 +306,15 @@ def test_hardware_rules_give_unsupported_after_every_configuration_rule():
     assert (e.rule, e.status) == ("H01", "unsupported")
     e = refusal(precision="fp16", zero=1, deepspeed_config={"fp16": {"enabled": False}})  # configuration first
     assert (e.rule, e.status) == ("P12", "invalid")
+
+
+def test_fsdp_cpu_offload_runs_on_gpus_and_is_unsupported_on_cpu():
+    """H04: FSDP2's CPU offload pins host memory, which needs an accelerator (a real setup error on this machine)."""
+    kw = dict(fsdp="full_shard", fsdp_config={"cpu_offload": True})
+    check(spec(**kw), Target("slurm", "cuda", "NVIDIA H100 80GB HBM3", VERSIONS))
+    e = refusal(CPU, **kw)
+    assert (e.rule, e.status) == ("H04", "unsupported")
+    assert e.keys == ("fsdp_config.cpu_offload", "device")
 
 
 def test_bf16_on_an_old_gpu_is_unsupported_naming_the_cluster_gpu():

@@ -30,6 +30,16 @@ def test_a_record_round_trips_through_its_file(tmp_path):
     assert not list(path.parent.glob(".*.tmp"))  # no temporary file left behind
 
 
+def test_records_are_as_readable_as_any_file_the_user_writes(tmp_path):
+    import os
+    import stat
+
+    path = write_record(tmp_path, _rec())
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert stat.S_IMODE(os.stat(path).st_mode) == stat.S_IMODE(os.stat(plain).st_mode)
+
+
 def test_a_final_record_is_never_overwritten(tmp_path):
     write_record(tmp_path, _rec(status="oom", reason="device OOM"))
     with pytest.raises(FileExistsError, match="final result"):

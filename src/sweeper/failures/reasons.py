@@ -153,7 +153,7 @@ CHECKPOINT_RECOMPUTE = (
 def runtime_reason(short: str, message: str) -> str:
     """Any other error: its type and the informative lines of its message."""
     summary = informative_summary(message) or "no message"
-    return f"{short or 'error'}: {summary} (see traceback_tail for where it was raised)"
+    return f"{short or 'error'}: {summary} (where it was raised: failure.traceback_tail in the point's result.json)"
 
 
 def _ranks_at(steps: dict[int, int | None]) -> tuple[str, str | None]:

@@ -68,7 +68,7 @@ def method_notes(df: pd.DataFrame, mem_unit: str = "GiB") -> list[str]:
         mfu_peak_note(ok) + (f" No MFU for {no_mfu:,} ok point(s): {capped(notes, 3)}." if no_mfu and notes else ""),
         "Peak memory: "
         + ("; ".join(f"{code(k)}: {mem_kind_note(k)}" for k in kinds) if kinds else "no counter recorded")
-        + ". GiB = 2**30 bytes, MiB = 2**20 bytes."
+        + ". GiB = 2^30 bytes, MiB = 2^20 bytes."
         + shown_in,
         "opt state/rank: optimizer-state bytes held by one rank, in MiB.",
         (

@@ -10,6 +10,15 @@ from pathlib import Path
 from typing import Any
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary path in ``path``'s folder, fsync it, then rename it onto ``path``.
 
@@ -22,6 +31,7 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a result is as readable as any file the user writes
         write(Path(tmp))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sweeper.grid.spec import PointSpec
 from sweeper.point.gate import Target, rule
+from sweeper.point.passthrough import fsdp_key, truth
 
 # GPUs without bf16 (compute capability < 8.0), by name fragment (case P04).
 NO_BF16_GPUS = ("V100", "T4", "P100", "P40", "K80", "TITAN V", "RTX 20")
@@ -65,5 +66,25 @@ def _bf16_old_gpu(spec: PointSpec, target: Target):
         return (
             f"precision=bf16 on {name}: bf16 needs compute capability 8.0 (Ampere) or newer",
             ("precision", "cluster.gpu_name"),
+        )
+    return None
+
+
+@rule(
+    "H04",
+    ("fsdp_config.cpu_offload", "device"),
+    "FSDP parameter offload to the CPU needs an accelerator to offload from",
+    "FSDP2 CPUOffloadPolicy pins host memory, which needs an accelerator ('Cannot access accelerator device when "
+    "none is available' on a CPU-only machine, seen with torch 2.13)",
+    status="unsupported",
+)
+def _cpu_offload_on_cpu(spec: PointSpec, target: Target):
+    offload = {k: v for k, v in spec.fsdp_config.items() if fsdp_key(k) in ("cpu_offload", "offload_params")}
+    if target.device_type == "cpu" and spec.fsdp != "none" and any(truth(v) is True for v in offload.values()):
+        keys = tuple(f"fsdp_config.{k}" for k in offload)
+        return (
+            f"{', '.join(keys)}=true on CPU: FSDP offloads parameters from an accelerator to host memory, and its "
+            "pinned host buffers need an accelerator; run it on GPUs, or drop the key here",
+            (*keys, "device"),
         )
     return None
