@@ -195,6 +195,17 @@ def test_t07_when_the_others_waited_until_the_timeout_the_early_rank_is_still_th
     assert "rank 1 stopped early at step 4 of 9" in out["reason"] and "until timeout_s=30 s" in out["reason"]
 
 
+def test_ranks_that_all_stopped_early_together_are_not_an_ok_point():
+    """Every rank stopped at step 5 of 9 (e.g. an EarlyStoppingCallback on all ranks): no collective failed, but the
+    windows after step 5 never ran, so the numbers are not those of the point asked for."""
+    spec = _spec(**SPEC_9)
+    out = summarize_ranks(spec, [_ok(0, 5), _ok(1, 5)], returncode=0, timed_out=False, log_tail="")
+    assert (out["status"], out["error_kind"]) == ("error", "early-exit")
+    assert out["reason"].startswith("every rank stopped early at step 5 of 9 (fewer steps than asked)")
+    assert "other ranks" not in out["reason"]
+    assert out["failure"]["ranks_stopped_early"] == {"0": 5, "1": 5}
+
+
 def test_ranks_that_all_ran_every_step_are_not_early():
     spec = _spec(**SPEC_9)
     out = summarize_ranks(spec, [_ok(0, 9), _ok(1, 9)], returncode=0, timed_out=False, log_tail="")

@@ -172,7 +172,11 @@ def _it(ranks: dict[int, int | None]) -> str:
 
 
 def early_exit_reason(
-    early: dict[int, int], total_steps: int, consequence: str | None = None, waited_s: float | None = None
+    early: dict[int, int],
+    total_steps: int,
+    consequence: str | None = None,
+    waited_s: float | None = None,
+    world_size: int | None = None,
 ) -> str:
     """A rank that left training normally before the others (case T07), and what that did to the others.
 
@@ -181,8 +185,16 @@ def early_exit_reason(
         total_steps: optimizer steps the point asked for (warm-up + timed + memory + profile).
         consequence: the other ranks' failure (e.g. their gloo collective error), quoted as a consequence.
         waited_s: set when the others waited in a collective until the point's timeout (seconds).
+        world_size: the point's ranks; when every one of them stopped early (together), the reason says so.
     """
     who, at = _ranks_at(early)
+    if world_size is not None and len(early) >= world_size:
+        return (
+            f"every rank stopped early at {at} of {total_steps} (fewer steps than asked): training ended normally "
+            "before the measurement windows did (a callback set control.should_training_stop, e.g. early stopping, "
+            "or a step/epoch limit was reached), so these are not the numbers of the point asked for: remove the "
+            "callback or limit"
+        )
     reason = (
         f"{who} stopped early at {at} of {total_steps} (fewer steps than asked): {_it(early)} left training "
         "normally while the other ranks went on (a callback set control.should_training_stop, or a step/epoch limit "

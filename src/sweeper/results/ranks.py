@@ -298,6 +298,9 @@ def summarize_ranks(
             failure={"log_tail": log_tail[-3000:], "rank_steps": {str(k): v for k, v in sorted(steps.items())}},
         )
         return out
+    if all_ok and returncode == 0 and early:  # every rank stopped before the steps asked: not the point asked for
+        out.update(_early_exit(spec, early, None, waited_s=None, log_tail=log_tail))
+        return out
     if all_ok and returncode == 0:
         out.update(status="ok", reason=None)
         return out
@@ -380,5 +383,5 @@ def _early_exit(
         }
     else:
         failure["log_tail"] = log_tail[-3000:]
-    reason = reasons.early_exit_reason(early, spec.total_steps, consequence, waited_s)
+    reason = reasons.early_exit_reason(early, spec.total_steps, consequence, waited_s, spec.world_size)
     return dict(status="error", error_kind="early-exit", reason=reason, failure=failure)
