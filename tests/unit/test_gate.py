@@ -7,31 +7,12 @@ names and types come from the installed transformers through the real helper sub
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
-from sweeper.grid.schema import SweeperConfig
-from sweeper.grid.spec import from_config
 from sweeper.point.gate import InvalidPoint, Target, check
-from sweeper.point.rules.ta_schema import training_args_schema
+from tests.unit.specs import make_spec as spec
 
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.24.0", "deepspeed": "0.19.8"}
 CPU = Target("local", "cpu", None, VERSIONS)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _schema_cache(tmp_path_factory):
-    """One TrainingArguments field cache for the whole session, outside the user's home."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-    training_args_schema.cache_clear()
-    yield
-    training_args_schema.cache_clear()
-    mp.undo()
-
-
-def spec(**kw):
-    model = {"name": "tiny", "decoder_layer": "LlamaDecoderLayer", "config": {"max_position_embeddings": 2048}}
-    return from_config(OmegaConf.merge(OmegaConf.structured(SweeperConfig), {"model": model}, kw))
 
 
 def refusal(target: Target = CPU, **kw) -> InvalidPoint:

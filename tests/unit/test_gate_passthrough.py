@@ -11,10 +11,7 @@ import enum
 import json
 
 import pytest
-from omegaconf import OmegaConf
 
-from sweeper.grid.schema import SweeperConfig
-from sweeper.grid.spec import from_config
 from sweeper.point.identity import normalised, point_id
 from sweeper.point.passthrough import (
     is_no_tracker,
@@ -26,23 +23,7 @@ from sweeper.point.passthrough import (
 )
 from sweeper.point.rules import ta_schema
 from sweeper.point.rules.ta_schema import conforms, load_schema, training_args_schema
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _schema_cache(tmp_path_factory):
-    """One TrainingArguments field cache for the whole session, outside the user's home."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-    training_args_schema.cache_clear()
-    yield
-    training_args_schema.cache_clear()
-    mp.undo()
-
-
-def spec(**kw):
-    model = {"name": "tiny", "decoder_layer": "LlamaDecoderLayer", "config": {"max_position_embeddings": 2048}}
-    return from_config(OmegaConf.merge(OmegaConf.structured(SweeperConfig), {"model": model}, kw))
-
+from tests.unit.specs import make_spec as spec
 
 # ------------------------------------------------------------------------------------------- mirrors of trainer_setup
 

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
-from sweeper.grid.schema import SweeperConfig
-from sweeper.grid.spec import from_config
 from sweeper.job.verify import mismatches
 from sweeper.point.gate import InvalidPoint, Target, check
 from sweeper.point.identity import point_id
 from sweeper.results.mfu import Peak, flops_per_token, gpu_peak, mfu
-
-
-def spec(**kw):
-    model = {"name": "tiny", "config": {"max_position_embeddings": 2048}}
-    return from_config(OmegaConf.merge(OmegaConf.structured(SweeperConfig), {"model": model}, kw))
+from tests.unit.specs import make_spec as spec
 
 
 def setup(**kw):

@@ -13,29 +13,14 @@ from submitit.slurm.slurm import _make_sbatch_string
 
 from sweeper.launchers.slurm.accounting import parse_sacct
 from sweeper.launchers.slurm.submit import executor_parameters
-from tests.unit.test_slurm_units import _spec
+from tests.unit.specs import H100_CLUSTER
+from tests.unit.specs import make_spec as _spec
 
 GOLDEN = Path(__file__).parent / "golden" / "sbatch_h100_2x8.sh"
 
-CLUSTER = {
-    "name": "h100",
-    "partition": "gpu",
-    "account": "proj",
-    "qos": "high",
-    "constraint": "h100",
-    "gpus_per_node": 8,
-    "cpus_per_task": 12,
-    "mem": "0",
-    "time_limit_min": None,
-    "array_parallelism": 4,
-    "setup": ["module load cuda/12.4", "source /opt/venv/bin/activate"],
-    "sbatch_extra": {"exclusive": True},
-    "signal_delay_s": 90,
-}
-
 
 def test_the_sbatch_script_of_a_two_node_point_matches_the_golden_file():
-    params = executor_parameters(CLUSTER, _spec(ranks_per_node=8, nodes=2, timeout_s=601), n_tasks=3)
+    params = executor_parameters(H100_CLUSTER, _spec(ranks_per_node=8, nodes=2, timeout_s=601), n_tasks=3)
     text = _make_sbatch_string(
         command="python -u -m submitit.core._submit /sweep/slurm/%j", folder="/sweep/slurm/%j", map_count=3, **params
     )

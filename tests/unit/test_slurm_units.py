@@ -6,10 +6,11 @@ import threading
 
 import pytest
 
-from sweeper.grid.spec import PointSpec
 from sweeper.launchers.slurm.accounting import record_from_scheduler
 from sweeper.launchers.slurm.in_job import signal_cause
 from sweeper.launchers.slurm.submit import PayloadNotPicklable, check_picklable, executor_parameters
+from tests.unit.specs import H100_CLUSTER
+from tests.unit.specs import make_spec as _spec
 
 
 @pytest.mark.parametrize(
@@ -26,38 +27,14 @@ def test_a_signal_is_a_timeout_only_where_the_time_limit_puts_it(elapsed, limit,
     assert signal_cause(elapsed, limit, delay) == cause
 
 
-def _spec(**kw) -> PointSpec:
-    from omegaconf import OmegaConf
-
-    from sweeper.grid.schema import SweeperConfig
-    from sweeper.grid.spec import from_config
-
-    cfg = OmegaConf.merge(OmegaConf.structured(SweeperConfig), {"model": {"name": "tiny", "config": {}}}, kw)
-    return from_config(cfg)
-
-
 def test_sbatch_parameters_come_from_the_cluster_config_and_the_point():
-    cluster = {
-        "partition": "gpu",
-        "account": "proj",
-        "qos": "high",
-        "constraint": "h100",
-        "gpus_per_node": 8,
-        "cpus_per_task": 12,
-        "mem": "0",
-        "time_limit_min": None,
-        "array_parallelism": 4,
-        "setup": ["module load cuda"],
-        "sbatch_extra": {"exclusive": True},
-        "signal_delay_s": 90,
-    }
-    p = executor_parameters(cluster, _spec(ranks_per_node=8, nodes=2, timeout_s=601), n_tasks=3)
+    p = executor_parameters(H100_CLUSTER, _spec(ranks_per_node=8, nodes=2, timeout_s=601), n_tasks=3)
     assert p["nodes"] == 2 and p["ntasks_per_node"] == 8  # one SLURM task per rank
     assert p["time"] == 11  # ceil(601 s / 60)
     assert (p["partition"], p["account"], p["qos"], p["constraint"]) == ("gpu", "proj", "high", "h100")
     assert p["gpus_per_node"] == 8 and p["cpus_per_task"] == 12 and p["mem"] == "0"
     assert p["array_parallelism"] == 4 and p["signal_delay_s"] == 90
-    assert p["setup"] == ["module load cuda"] and p["additional_parameters"] == {"exclusive": True}
+    assert p["setup"] == H100_CLUSTER["setup"] and p["additional_parameters"] == {"exclusive": True}
 
 
 def test_a_payload_holding_a_lock_is_refused_before_sbatch_naming_the_object():

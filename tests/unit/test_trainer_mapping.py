@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.job.trainer_setup import deepspeed_config, training_arguments
-from tests.unit.test_slurm_units import _spec
+from tests.unit.specs import make_spec as _spec
 
 
 def _ta(tmp_path, **kw):
