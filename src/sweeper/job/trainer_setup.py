@@ -14,7 +14,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainingArguments
 
 from sweeper.grid.spec import PointSpec
-from sweeper.point.passthrough import fsdp_version, sweeper_deepspeed_config, sweeper_training_args
+from sweeper.point.passthrough import sweeper_deepspeed_config, sweeper_fsdp_config, sweeper_training_args
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -73,14 +73,13 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
     """
     kw: dict[str, Any] = dict(output_dir=output_dir, use_cpu=use_cpu, **sweeper_training_args(spec))
     if spec.fsdp != "none":
-        kw["fsdp"] = f"{spec.fsdp} auto_wrap"
-        kw["fsdp_config"] = {
-            # transformers runs hybrid_shard only with FSDP1 (GPU only; refused on CPU by the gate)
-            "version": fsdp_version(spec),
-            "transformer_layer_cls_to_wrap": [spec.decoder_layer],
-            "activation_checkpointing": spec.gc,
-            **spec.fsdp_config,
-        }
+        # fsdp=True with everything in fsdp_config (transformers 5 deprecates the "full_shard auto_wrap" strings):
+        # version (FSDP1 only for hybrid_shard, GPU only), the decoder layer as auto-wrap unit, FSDP-native
+        # checkpointing from gc, and the strategy as transformers reads it (reshard_after_forward). The user's
+        # fsdp_config is merged last; the gate has refused any entry that contradicts the label (docs/gate.md).
+        kw["fsdp"] = True
+        ours = {k: v for k, v in sweeper_fsdp_config(spec).items() if k != "sharding_strategy"}  # FSDP1 name only
+        kw["fsdp_config"] = {**ours, **spec.fsdp_config}
     if spec.zero > 0:
         kw["deepspeed"] = deepspeed_config(spec)
     kw.update(spec.training_args)
