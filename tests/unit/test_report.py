@@ -427,7 +427,7 @@ def test_mfu_peak_note_names_the_measurement_once_with_the_range(cpu_sweep: Path
     assert notes.count("fp32 matmul") == 1
     assert (
         "MFU peak: measured per point on rank 0 (fp32 matmul 512x512, 1 thread, best of 0.3 s), between 0.0673 and "
-        "0.0794 TFLOP/s; each point's peak is in the `mfu_peak_flops` / `mfu_peak_source` columns of results.csv."
+        "0.0794 TFLOP/s; each point's peak is in the `mfu_peak_flop_per_s` / `mfu_peak_source` columns of results.csv."
     ) in notes
     results = section(text, "Results")
     assert "MFU peak (TFLOP/s)" in results  # the peaks differ by more than 1 %
@@ -440,7 +440,7 @@ def test_a_datasheet_peak_is_stated_once_and_gets_no_column():
         r.metrics |= {"mfu_peak_flops": 989.4e12, "mfu_peak_source": "datasheet: H100 SXM bf16 dense"}
     notes = _method_notes(records_to_frame(points))
     assert [n for n in notes if n.startswith("MFU peak")] == [
-        "MFU peak: datasheet: H100 SXM bf16 dense, 989.4 TFLOP/s; each point's peak is in the `mfu_peak_flops` / "
+        "MFU peak: datasheet: H100 SXM bf16 dense, 989.4 TFLOP/s; each point's peak is in the `mfu_peak_flop_per_s` / "
         "`mfu_peak_source` columns of results.csv."
     ]
     assert "MFU peak (TFLOP/s)" not in results_table(records_to_frame(points))

@@ -179,3 +179,26 @@ def test_a_point_still_queued_on_slurm_is_pending_with_its_job_id(tmp_path: Path
     assert (r.status, r.reason) == ("pending", "no result yet (SLURM job 88_0)")
     row = records_to_frame([r]).iloc[0]
     assert (row["slurm_job_id"], row["gc"], row["overrides"]) == ("88_0", True, "gc=true")
+
+
+def test_host_memory_limit_and_peak_are_columns_for_local_and_slurm_points():
+    """Local records carry them in metrics (every point) or failure (host_oom); SLURM kills in failure."""
+    from sweeper.results.record import Record
+    from sweeper.results.row import records_to_frame
+
+    ok = Record(
+        sweep_id="s",
+        point_id="a",
+        status="ok",
+        metrics={"host_mem_limit_bytes": 2 * 2**30, "host_rss_peak_bytes": 900 * 2**20},
+    )
+    killed = Record(
+        sweep_id="s",
+        point_id="b",
+        status="host_oom",
+        reason="SLURM killed it for memory",
+        failure={"host_mem_limit_bytes": 300 * 2**20, "host_rss_bytes": 320 * 2**20},
+    )
+    df = records_to_frame([ok, killed]).set_index("point_id")
+    assert df.loc["a", "host_mem_limit_bytes"] == 2 * 2**30 and df.loc["a", "host_rss_peak_bytes"] == 900 * 2**20
+    assert df.loc["b", "host_mem_limit_bytes"] == 300 * 2**20 and df.loc["b", "host_rss_peak_bytes"] == 320 * 2**20

@@ -100,7 +100,7 @@ def mfu_peak_note(ok: pd.DataFrame) -> str:
     """One sentence (Markdown) on the peak FLOP/s that MFU divides by: each kind of source (measured, datasheet,
     ...) once, with the range of its peaks (TFLOP/s), and where each point's own peak is."""
     groups: dict[str, dict[str, list[float]]] = {}  # kind -> detail -> peaks
-    for flops, source in zip(ok["mfu_peak_flops"], ok["mfu_peak_source"], strict=True):
+    for flops, source in zip(ok["mfu_peak_flop_per_s"], ok["mfu_peak_source"], strict=True):
         if not missing(flops):
             kind, detail = _peak_source(text(source))
             groups.setdefault(kind, {}).setdefault(detail, []).append(float(flops))
@@ -121,5 +121,5 @@ def mfu_peak_note(ok: pd.DataFrame) -> str:
     return (
         "MFU peak: "
         + "; ".join(parts)
-        + "; each point's peak is in the `mfu_peak_flops` / `mfu_peak_source` columns of results.csv."
+        + "; each point's peak is in the `mfu_peak_flop_per_s` / `mfu_peak_source` columns of results.csv."
     )

@@ -73,9 +73,9 @@ def results_details_table(df: pd.DataFrame) -> pd.DataFrame:
         ],
         "TFLOP/s/device": [num(v, digits=3) for v in ok["tflops_per_device"]],
     }
-    peaks = pd.to_numeric(ok["mfu_peak_flops"], errors="coerce").dropna()
+    peaks = pd.to_numeric(ok["mfu_peak_flop_per_s"], errors="coerce").dropna()
     if len(peaks) and peaks.max() > 1.01 * peaks.min():
-        out["MFU peak (TFLOP/s)"] = [num(v, 1e12, 3) for v in ok["mfu_peak_flops"]]
+        out["MFU peak (TFLOP/s)"] = [num(v, 1e12, 3) for v in ok["mfu_peak_flop_per_s"]]
     out["peak mem kind"] = [text(v) for v in ok["peak_mem_kind"]]
     if ok["slurm_job_id"].notna().any():
         out["SLURM job"] = [text(v) for v in ok["slurm_job_id"]]

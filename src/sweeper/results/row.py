@@ -193,7 +193,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("warmup_steps_dropped", INT, "steps", "warm-up steps dropped", "metrics.warmup_steps_dropped"),
     Column("flops_per_token", FLOAT, "FLOP/token", "6N + 12 L a d s (PaLM), recompute not counted",
            "metrics.flops_per_token"),
-    Column("mfu_peak_flops", FLOAT, "FLOP/s", "the peak MFU divides by", "metrics.mfu_peak_flops"),
+    Column("mfu_peak_flop_per_s", FLOAT, "FLOP/s", "the peak MFU divides by", "metrics.mfu_peak_flops"),
     Column("mfu_peak_source", STR, "", "where the peak comes from", "metrics.mfu_peak_source"),
     Column("mfu_note", STR, "", "why there is no MFU", "metrics.mfu_note"),
     # ---- failure ----
@@ -215,8 +215,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("oom_device_index", INT, "", "CUDA device of the OOM", "failure.device_index"),
     Column("oom_fragmentation_hint", BOOL, "", "the allocator suggested expandable_segments",
            "failure.fragmentation_hint"),
-    Column("host_rss_bytes", INT, "bytes", "host RSS when SLURM killed the job", "failure.host_rss_bytes"),
-    Column("host_mem_limit_bytes", INT, "bytes", "the job's host memory limit", "failure.host_mem_limit_bytes"),
+    Column("host_rss_peak_bytes", INT, "bytes", "peak host RSS of the point's processes (local: summed over the "
+           "process tree, sampled every 50 ms; SLURM: what slurmstepd reported when it killed the job)",
+           _first(_part("metrics.host_rss_peak_bytes"), _part("failure.host_rss_bytes"))),
+    Column("host_mem_limit_bytes", INT, "bytes", "host-memory limit of the point (host_mem_limit_gib, or the "
+           "SLURM job's mem)", _first(_part("metrics.host_mem_limit_bytes"), _part("failure.host_mem_limit_bytes"))),
     # ---- what really ran ----
     Column("checkpointing_impl", STR, "", "checkpointing implementation verified", "setup.checkpointing_impl"),
     Column("compute_dtype", STR, "", "dtype a Linear really computes in", "setup.compute_dtype"),
