@@ -115,3 +115,16 @@ def _cli_value(override: str) -> str:
     """``gc=True`` (how Hydra's sweeper spells a swept bool) back to the CLI's ``gc=true``."""
     key, sep, value = override.partition("=")
     return f"{key}={value.lower()}" if sep and value in ("True", "False") else override
+
+
+def dotted_leaves(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The leaves of a nested dict by dotted path, as a passthrough key is spelled on the command line:
+    ``{"zero_optimization": {"stage": 3}}`` -> ``{"zero_optimization.stage": 3}`` (an empty dict is a leaf)."""
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(dotted_leaves(v, f"{path}."))
+        else:
+            out[path] = v
+    return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
+from sweeper.grid.spec import PointSpec, dotted_leaves
 
 #: Learning rate and schedule sweeper trains with (the step time does not depend on them).
 LEARNING_RATE = 1e-4
@@ -66,18 +66,6 @@ def truth(value: Any) -> bool | Any:
 def is_no_tracker(value: Any) -> bool:
     """``report_to`` values that mean "no tracker": None, ``"none"``, ``[]``, ``["none"]``."""
     return value is None or value == "none" or (isinstance(value, (list, tuple)) and list(value) in ([], ["none"]))
-
-
-def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Leaves of a nested dict by dotted path: ``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (an empty dict is a leaf)."""
-    out: dict[str, Any] = {}
-    for k, v in mapping.items():
-        path = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(flatten(v, f"{path}."))
-        else:
-            out[path] = v
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ training_args
@@ -281,7 +269,7 @@ def effective_training_args(spec: PointSpec, defaults: dict[str, Any] | None) ->
 def deepspeed_restates(spec: PointSpec, path: str, value: Any, effective: dict[str, Any]) -> bool:
     """True when ``deepspeed_config.<path>=value`` changes nothing: it equals the generated entry, or the value
     the HF integration would fill into an ``"auto"`` entry."""
-    generated = flatten(sweeper_deepspeed_config(spec))
+    generated = dotted_leaves(sweeper_deepspeed_config(spec))
     if path in generated and same(value, generated[path]):
         return True
     matched = hf_matched_deepspeed(spec, effective)
@@ -318,6 +306,6 @@ def redundant_passthrough(spec: PointSpec) -> dict[str, set[str]]:
     if spec.zero > 0:
         effective = effective_training_args(spec, defaults)
         out["deepspeed_config"] = {
-            p for p, v in flatten(spec.deepspeed_config).items() if deepspeed_restates(spec, p, v, effective)
+            p for p, v in dotted_leaves(spec.deepspeed_config).items() if deepspeed_restates(spec, p, v, effective)
         }
     return out

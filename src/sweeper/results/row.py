@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from sweeper.grid.spec import dotted_leaves
 from sweeper.units import GIB
 
 if TYPE_CHECKING:
@@ -274,16 +275,18 @@ def _missing(v: Any) -> bool:
 
 
 def flatten(prefix: str, value: Any) -> dict[str, Any]:
-    """A spec dict as dotted columns: ``flatten("deepspeed_config", {"zero_optimization": {"stage": 3}})`` ->
+    """A spec dict as dotted columns (:func:`sweeper.grid.spec.dotted_leaves`):
+    ``flatten("deepspeed_config", {"zero_optimization": {"stage": 3}})`` ->
     ``{"deepspeed_config.zero_optimization.stage": 3}``. Lists become compact JSON; an empty dict gives no column."""
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out |= flatten(f"{prefix}.{k}", v)
-        return out
-    if isinstance(value, (list, tuple)):
-        return {prefix: json.dumps(value, sort_keys=True, default=str)}
-    return {prefix: value}
+    if not isinstance(value, Mapping):
+        value = {"": value}
+    out: dict[str, Any] = {}
+    for path, leaf in dotted_leaves(dict(value), f"{prefix}.").items():
+        if isinstance(leaf, Mapping):  # an empty dict: nothing set
+            continue
+        name = path.rstrip(".")
+        out[name] = json.dumps(leaf, sort_keys=True, default=str) if isinstance(leaf, (list, tuple)) else leaf
+    return out
 
 
 def config_columns(names: Iterable[str]) -> list[str]:

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
+from sweeper.grid.spec import PointSpec, dotted_leaves
 from sweeper.point.gate import Target, rule
 from sweeper.point.passthrough import (
     deepspeed_restates,
     effective_training_args,
-    flatten,
     hf_matched_deepspeed,
     truth,
 )
@@ -61,7 +60,7 @@ def _contradictions(spec: PointSpec, rule_id: str | None) -> list[tuple[str, Any
     effective = _effective(spec)
     matched = hf_matched_deepspeed(spec, effective)
     out = []
-    for path, value in sorted(flatten(spec.deepspeed_config).items()):
+    for path, value in sorted(dotted_leaves(spec.deepspeed_config).items()):
         if path not in matched or LABEL_KEYS.get(path) != rule_id or value == "auto":
             continue
         if not deepspeed_restates(spec, path, value, effective):
@@ -92,7 +91,7 @@ def _refuse(spec: PointSpec, found: list[tuple[str, Any, Any, tuple[str, ...]]],
 def _deepspeed_off(spec: PointSpec, _: Target):
     if spec.zero != 0 or not spec.deepspeed_config:
         return None
-    keys = tuple(f"deepspeed_config.{p}" for p in sorted(flatten(spec.deepspeed_config)))
+    keys = tuple(f"deepspeed_config.{p}" for p in sorted(dotted_leaves(spec.deepspeed_config)))
     return (
         f"{', '.join(keys)} with zero=0: DeepSpeed is off, so deepspeed_config would be silently ignored; remove "
         "it, or choose a ZeRO stage (zero=1|2|3)",
@@ -141,7 +140,7 @@ def _deepspeed_precision(spec: PointSpec, _: Target):
     found = _contradictions(spec, "P12")
     found += [
         (p, v, None, ("precision",))
-        for p, v in sorted(flatten(spec.deepspeed_config).items())
+        for p, v in sorted(dotted_leaves(spec.deepspeed_config).items())
         if spec.zero > 0
         and p.split(".")[0] in ("bfloat16", "amp", "torch_autocast")
         and not (p.endswith(".enabled") and truth(v) is False)
