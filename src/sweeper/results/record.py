@@ -52,14 +52,14 @@ class Record:
 
     Attributes:
         sweep_id: the sweep's unique id (also the last part of the sweep directory name).
-        point_id: 12 hex digits, hash of the canonical point spec (see :func:`sweeper.grid.spec.point_id`).
+        point_id: 12 hex digits, hash of the normalised point spec (see :func:`sweeper.point.identity.point_id`).
         status: one of :data:`STATUSES`.
         overrides: the Hydra overrides that select this point (``["fsdp=full_shard", "gc=true"]``).
         spec: the canonical point spec (flat dict of plain values, see :class:`sweeper.grid.spec.PointSpec`).
         replay: a shell command that runs exactly this point again.
         reason: for every non-``ok`` status, a sentence a person can act on.
-        error_kind: for ``error``: ``checkpoint-recompute``, ``config``, ``collective``, ``crash``, ``import``,
-            ``incompatible``, ``runtime``, ... (see :mod:`sweeper.failures`).
+        error_kind: for ``error``, the family: :data:`sweeper.failures.ERROR_KINDS` from the classifier, ``scheduler``
+            (SLURM accounting) or ``internal`` (a bug of sweeper's own); every kind is a row of ``docs/failures.md``.
         setup: what really ran, verified after the Trainer was set up (world size, wrapper type, compute dtype,
             DeepSpeed stage, checkpointing implementation, ``use_reentrant``).
         metrics: the measurements (keys carry units: ``step_time_s_median``, ``peak_mem_bytes``, ...).

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from sweeper.grid.schema import Dtype, Fsdp, Precision
+from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision
 from sweeper.grid.spec import PointSpec, model_max_seq_len
 from sweeper.point.gate import Target, rule
-
-ZERO_STAGES = (0, 1, 2, 3)
 
 
 def _allowed(values: type) -> str:
