@@ -18,7 +18,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from sweeper.grid.schema import register_configs
 from sweeper.paths import conf_dir
@@ -51,7 +51,9 @@ def main(cfg: DictConfig) -> str:
     sweep_id = info.get("sweep_id", sweep_dir.name)
     try:
         with announce(index, info.get("n_points"), overrides):
-            record = run_point(spec, overrides, sweep_dir, sweep_id, frozenset(cfg.launcher.rerun_statuses))
+            rerun = frozenset(cfg.launcher.rerun_statuses)
+            cluster = OmegaConf.to_container(cfg.cluster, resolve=True)
+            record = run_point(spec, overrides, sweep_dir, sweep_id, rerun, cluster=cluster)
     except Exception as e:  # noqa: BLE001 - a point never ends the grid, not even through a bug of sweeper's own
         record = internal_error(spec, overrides, sweep_dir, sweep_id, e)
     finished(index, info.get("n_points"), overrides, record)

@@ -84,8 +84,16 @@ class ClusterConfig:
     gpus_per_node: int = 0
     # the partition's GPU model, e.g. "NVIDIA H100 80GB HBM3": bf16 support (case P04), memory lines in the report
     gpu_name: str | None = None
-    # GPU memory per device, GiB (2**30 bytes), for "fits on this card" lines
+    # memory per device as torch reports it (torch.cuda.get_device_properties().total_memory), GiB (2**30 bytes):
+    # capacity planning's "fits", pruning and the report's memory line. On CPU ranks (gpus_per_node=0) a value here
+    # is a tensor-byte budget per rank that the harness enforces like a GPU's memory (tests, demos); null = none.
     gpu_mem_gib: float | None = None
+    # the vendor's label for that memory, decimal GB ("80" for an "80 GB" card), shown beside gpu_mem_gib
+    gpu_mem_vendor_gb: float | None = None
+    # collective bandwidth per device inside one node and between nodes, GB/s (10**9 bytes/s), as NCCL's
+    # all_reduce_perf "busbw" reports it; null = communication is not modelled (plan says so)
+    intra_node_bandwidth_gb_s: float | None = None
+    inter_node_bandwidth_gb_s: float | None = None
     # sbatch --cpus-per-task (per rank)
     cpus_per_task: int = 1
     # sbatch --mem, per node, sbatch syntax ("4G", "500M"); null = the partition's default
@@ -115,6 +123,28 @@ class LauncherConfig:
     poll_interval_s: float = 5.0
     # re-launch points whose final status is one of these when resuming a sweep directory (e.g. [error, oom])
     rerun_statuses: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlanConfig:
+    """Capacity planning's assumptions (``plan.<key>=V``); see ``docs/planning.md`` for each one's source.
+
+    None of these changes what a point runs, so none is part of a point's identity.
+    """
+
+    # achieved fraction of the device's dense peak FLOP/s in the compute dtype, recompute included (hardware FLOP
+    # utilisation); a sweep prints the value calibrated on its ok points, to pass back here
+    efficiency: float = 0.4
+    # fraction of a step's compute time that can hide communication (the backward pass is 2/3 of the FLOPs)
+    comm_overlap: float = 0.67
+    # fraction of device memory held back when deciding "fits" (pruning, largest batch)
+    memory_margin: float = 0.05
+    # allocator reserve over the allocated peak (reserved / allocated - 1), GPU only
+    fragmentation: float = 0.1
+    # per-process CUDA context (not in max_memory_allocated), GiB, GPU only
+    cuda_context_gib: float = 0.5
+    # NCCL's buffers per rank when world size > 1, GiB, GPU only
+    nccl_gib: float = 0.25
 
 
 @dataclass
@@ -165,6 +195,11 @@ class SweeperConfig:
     # host-memory limit of one local point (all its ranks together), GiB (2**30 bytes); null = derived from this
     # machine's memory (docs/measurement.md). Past it the point is stopped and recorded host_oom.
     host_mem_limit_gib: float | None = None
+    # capacity planning: skip (status pruned) a point predicted not to fit in cluster.gpu_mem_gib
+    prune: bool = False
+    # tokens of the training run that plan and the report turn into days and GPU-hours
+    train_tokens: float = 1.0e12
+    plan: PlanConfig = field(default_factory=PlanConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
@@ -183,6 +218,7 @@ _HELP_PLACEHOLDERS = {
     "seed": "N",
     "timeout_s": "SECONDS",
     "host_mem_limit_gib": "GIB|null",
+    "train_tokens": "TOKENS",
 }
 #: DeepSpeed ZeRO stages (``zero_optimization.stage``); 0 = DeepSpeed off.
 ZERO_STAGES = (0, 1, 2, 3)

@@ -53,6 +53,9 @@ class PointSpec:
     callbacks: list[Any] = field(default_factory=list)
     profile_trace: bool = True
     host_mem_limit_gib: float | None = None
+    prune: bool = False
+    train_tokens: float = 1.0e12
+    plan: dict[str, Any] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:

@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sweeper.grid.spec import PointSpec
 from sweeper.launchers.host_memory import (
@@ -34,15 +35,21 @@ KILL_GRACE_S = 10.0
 
 
 def run_point(
-    spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str, rerun: frozenset[str] = frozenset()
+    spec: PointSpec,
+    overrides: list[str],
+    sweep_dir: Path,
+    sweep_id: str,
+    rerun: frozenset[str] = frozenset(),
+    cluster: dict[str, Any] | None = None,
 ) -> Record:
     """Run (or refuse) one point on this machine: :func:`sweeper.point.lifecycle.begin`, its ranks under
-    torchrun (bounded by ``timeout_s``), then :func:`sweeper.point.lifecycle.finish`.
+    torchrun (bounded by ``timeout_s``), then :func:`sweeper.point.lifecycle.finish`. ``cluster`` is the
+    ``cluster`` config (device memory for capacity planning), plain data.
 
     Returns:
         The record written (or found). Never raises for a failing point: every outcome is a record.
     """
-    prepared = begin(spec, overrides, sweep_dir, sweep_id, target_for(spec, "local"), rerun)
+    prepared = begin(spec, overrides, sweep_dir, sweep_id, target_for(spec, "local", cluster), rerun)
     if isinstance(prepared, Record):
         return prepared
     return run_prepared(prepared)

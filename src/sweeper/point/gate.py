@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sweeper.grid.spec import PointSpec
 
@@ -53,12 +54,15 @@ class Target:
         device_type: ``cpu`` or ``cuda`` (resolved, never ``auto``).
         gpu_name: the GPU model when known (cluster config or the local device), e.g. ``"NVIDIA H100 80GB HBM3"``.
         versions: installed library versions by distribution name (``{"torch": "2.13.0", ...}``).
+        cluster: the cluster config as plain data (:class:`sweeper.grid.schema.ClusterConfig` keys: device memory,
+            bandwidths, GPUs per node), for capacity planning; empty when unknown.
     """
 
     launcher: str = "local"
     device_type: str = "cpu"
     gpu_name: str | None = None
     versions: Mapping[str, str] = field(default_factory=dict)
+    cluster: Mapping[str, Any] = field(default_factory=dict)
 
 
 #: A rule's check: None when the point passes, else (message, keys involved).

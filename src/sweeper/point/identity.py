@@ -4,8 +4,9 @@ Two specs that would run the same training get the same id, so a grid never hold
 timing noise never decides between two copies of it (turn-2 cases T09, T10). Normalisation, before hashing:
 
 - **budgets are not identity**: ``timeout_s``, ``host_mem_limit_gib`` and ``profile_trace`` bound or decorate a
-  run without changing what it measures; a rerun with a new budget replaces the old record (history kept as
-  ``result.<n>.json``);
+  run without changing what it measures, and capacity planning's ``prune``, ``train_tokens`` and ``plan.*`` only
+  change what is predicted or whether the point is launched; a rerun with a new budget replaces the old record
+  (history kept as ``result.<n>.json``);
 - **settings without effect are dropped**: ``use_reentrant`` without checkpointing (``gc=false``), ``fsdp_config``
   without FSDP, ``deepspeed_config`` without DeepSpeed (both refused by the gate anyway), and passthrough entries
   that restate what sweeper sets itself or the library default it leaves in place (see
@@ -26,7 +27,9 @@ from typing import Any
 from sweeper.grid.spec import PointSpec
 
 #: Spec fields that bound or decorate a run without changing what it measures.
-BUDGET_FIELDS: frozenset[str] = frozenset({"timeout_s", "host_mem_limit_gib", "profile_trace"})
+BUDGET_FIELDS: frozenset[str] = frozenset(
+    {"timeout_s", "host_mem_limit_gib", "profile_trace", "prune", "train_tokens", "plan"}
+)
 
 
 def normalised(spec: PointSpec) -> dict[str, Any]:

@@ -33,11 +33,11 @@ def target_for(spec: PointSpec, launcher: str, cluster: dict[str, Any] | None = 
     The local device comes from ``spec.device`` (``auto`` resolved without torch); a cluster's device from its
     ``gpus_per_node`` and ``gpu_name``.
     """
+    cluster = dict(cluster or {})
     if launcher == "slurm":
-        cluster = cluster or {}
         device = "cuda" if cluster.get("gpus_per_node") else "cpu"
-        return Target("slurm", device, cluster.get("gpu_name"), library_versions())
-    return Target("local", local_device_type(spec.device), None, library_versions())
+        return Target("slurm", device, cluster.get("gpu_name"), library_versions(), cluster)
+    return Target("local", local_device_type(spec.device), None, library_versions(), cluster)
 
 
 @dataclass
@@ -81,6 +81,7 @@ class Prepared:
                 device_type=self.target.device_type,
                 gpu_name=self.target.gpu_name,
                 versions=dict(self.target.versions),
+                cluster=dict(self.target.cluster),
             ),
         )
 

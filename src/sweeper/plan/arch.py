@@ -1,0 +1,249 @@
+"""Model numbers from a model config alone, without torch: parameter counts, FLOPs per token, layer shapes.
+
+An :class:`Arch` is read from a ``model_type`` and the numbers of its HF config (``conf/model/*.yaml``'s ``config``
+block, or any HF config given by its numbers). Keys the config leaves out take transformers' defaults for that
+``model_type`` (``LlamaConfig``, ``MistralConfig``, ``Qwen2Config``, ``GPT2Config``), so the counts equal what
+``AutoModelForCausalLM.from_config`` builds; ``tests/unit/test_plan_arch.py`` checks them against the instantiated
+models.
+
+Two families are modelled:
+
+* ``llama`` (also ``mistral``, ``qwen2``): RMSNorm, rotary positions, grouped-query attention (``num_key_value_heads``),
+  SwiGLU MLP (gate, up, down: ``3·h·i`` weights), optional biases (``attention_bias``; qwen2's q/k/v biases).
+* ``gpt2``: LayerNorm (weight + bias), learned positions (``n_positions × h``), fused ``c_attn`` with bias, a GeLU MLP
+  with ``n_inner`` (default ``4h``), biases everywhere, tied embeddings by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: HF defaults of the llama-family configs (transformers ``LlamaConfig``); mistral and qwen2 override some below.
+_LLAMA_DEFAULTS: dict[str, Any] = {
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": None,  # = num_attention_heads
+    "head_dim": None,  # = hidden_size // num_attention_heads
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+}
+_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": _LLAMA_DEFAULTS,
+    "mistral": {
+        **_LLAMA_DEFAULTS,
+        "intermediate_size": 14336,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096 * 32,
+    },
+    "qwen2": {
+        **_LLAMA_DEFAULTS,
+        "vocab_size": 151936,
+        "intermediate_size": 22016,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 32768,
+        "qkv_bias": True,  # Qwen2Attention: q, k and v projections carry biases, o does not
+    },
+    "gpt2": {
+        "n_embd": 768,
+        "n_layer": 12,
+        "n_head": 12,
+        "n_inner": None,  # = 4 * n_embd
+        "vocab_size": 50257,
+        "n_positions": 1024,
+        "tie_word_embeddings": True,
+    },
+}
+#: The model types this module knows.
+MODEL_TYPES: tuple[str, ...] = tuple(_FAMILY_DEFAULTS)
+
+
+class UnknownArchitecture(ValueError):
+    """A ``model_type`` this module has no formulas for (the plan says so instead of guessing)."""
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The numbers of one decoder-only architecture that memory and time depend on.
+
+    Attributes:
+        model_type: transformers' ``model_type``.
+        family: ``llama`` (RMSNorm, RoPE, SwiGLU, GQA) or ``gpt2`` (LayerNorm, learned positions, GeLU MLP).
+        hidden: h, the model width. layers: L. heads: a, query heads. kv_heads: key/value heads (GQA; = a for MHA).
+        head_dim: d. intermediate: the MLP width i. vocab: V. positions: learned position embeddings (gpt2), else 0.
+        tied: the output projection shares the input embedding's weight.
+        attn_bias: biases on q/k/v/o (llama ``attention_bias``). qkv_bias: biases on q/k/v only (qwen2).
+        mlp_bias: biases on the MLP projections.
+        max_seq_len: the config's maximum sequence length (tokens), or None.
+    """
+
+    model_type: str
+    family: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    positions: int
+    tied: bool
+    attn_bias: bool = False
+    qkv_bias: bool = False
+    mlp_bias: bool = False
+    max_seq_len: int | None = None
+
+    @classmethod
+    def from_config(cls, model_type: str, config: Mapping[str, Any]) -> Arch:
+        """Read an architecture from ``model_type`` and its HF config numbers (missing keys: HF defaults).
+
+        Raises:
+            UnknownArchitecture: a ``model_type`` outside :data:`MODEL_TYPES`.
+        """
+        if model_type not in _FAMILY_DEFAULTS:
+            raise UnknownArchitecture(
+                f"no memory/time formulas for model_type={model_type!r} (known: {', '.join(MODEL_TYPES)})"
+            )
+        c = {**_FAMILY_DEFAULTS[model_type], **{k: v for k, v in dict(config).items() if v is not None}}
+        if model_type == "gpt2":
+            h = int(c["n_embd"])
+            return cls(
+                model_type=model_type,
+                family="gpt2",
+                hidden=h,
+                layers=int(c["n_layer"]),
+                heads=int(c["n_head"]),
+                kv_heads=int(c["n_head"]),
+                head_dim=h // int(c["n_head"]),
+                intermediate=int(c.get("n_inner") or 4 * h),
+                vocab=int(c["vocab_size"]),
+                positions=int(c["n_positions"]),
+                tied=bool(c["tie_word_embeddings"]),
+                attn_bias=True,
+                mlp_bias=True,
+                max_seq_len=int(c["n_positions"]),
+            )
+        h, a = int(c["hidden_size"]), int(c["num_attention_heads"])
+        return cls(
+            model_type=model_type,
+            family="llama",
+            hidden=h,
+            layers=int(c["num_hidden_layers"]),
+            heads=a,
+            kv_heads=int(c.get("num_key_value_heads") or a),
+            head_dim=int(c.get("head_dim") or h // a),
+            intermediate=int(c["intermediate_size"]),
+            vocab=int(c["vocab_size"]),
+            positions=0,
+            tied=bool(c["tie_word_embeddings"]),
+            attn_bias=bool(c.get("attention_bias")),
+            qkv_bias=bool(c.get("qkv_bias")),
+            mlp_bias=bool(c.get("mlp_bias")),
+            max_seq_len=int(c["max_position_embeddings"]) if c.get("max_position_embeddings") else None,
+        )
+
+    # ---- parameter counts (elements) ----
+    @property
+    def q_width(self) -> int:
+        """Width of the query projection output, ``a·d``."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of each of the key and value projection outputs, ``kv_heads·d``."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def attention_params(self) -> int:
+        """Parameters of one layer's attention block (projections and their biases)."""
+        h, q, kv = self.hidden, self.q_width, self.kv_width
+        if self.family == "gpt2":  # c_attn: h -> 3h with bias; c_proj: h -> h with bias
+            return h * 3 * h + 3 * h + h * h + h
+        n = h * q + 2 * h * kv + q * h
+        if self.attn_bias:
+            n += q + 2 * kv + h
+        elif self.qkv_bias:
+            n += q + 2 * kv
+        return n
+
+    @property
+    def mlp_params(self) -> int:
+        """Parameters of one layer's MLP (SwiGLU: gate, up, down; gpt2: c_fc, c_proj with biases)."""
+        h, i = self.hidden, self.intermediate
+        if self.family == "gpt2":
+            return h * i + i + i * h + h
+        return 3 * h * i + ((2 * i + h) if self.mlp_bias else 0)
+
+    @property
+    def norm_params(self) -> int:
+        """Parameters of one normalisation layer (RMSNorm: weight h; LayerNorm: weight + bias 2h)."""
+        return 2 * self.hidden if self.family == "gpt2" else self.hidden
+
+    @property
+    def layer_params(self) -> int:
+        """Parameters of one decoder layer: attention + MLP + two norms."""
+        return self.attention_params + self.mlp_params + 2 * self.norm_params
+
+    @property
+    def embedding_params(self) -> int:
+        """Input token embedding ``V·h`` plus learned positions (gpt2 ``n_positions·h``)."""
+        return self.vocab * self.hidden + self.positions * self.hidden
+
+    @property
+    def lm_head_params(self) -> int:
+        """Output projection ``V·h`` when untied, else 0 (it shares the embedding)."""
+        return 0 if self.tied else self.vocab * self.hidden
+
+    @property
+    def total_params(self) -> int:
+        """Unique parameters P: embeddings + L layers + final norm + untied output projection."""
+        return self.embedding_params + self.layers * self.layer_params + self.norm_params + self.lm_head_params
+
+    @property
+    def non_embedding_params(self) -> int:
+        """N of PaLM's ``6N``: parameters minus the input token embedding, with the output projection counted even
+        when tied (it still does its ``V·h`` matmul). Same convention as the harness's ``model_flops_inputs``."""
+        return self.total_params - self.vocab * self.hidden + (self.vocab * self.hidden if self.tied else 0)
+
+    @property
+    def param_tensors(self) -> int:
+        """Number of parameter tensors (Adam keeps one ``step`` scalar per tensor)."""
+        if self.family == "gpt2":
+            per_layer = 12  # ln_1 w,b; c_attn w,b; c_proj w,b; ln_2 w,b; c_fc w,b; mlp c_proj w,b
+            return 2 + self.layers * per_layer + 2 + (0 if self.tied else 1)
+        per_layer = 4 + 3 + 2
+        if self.attn_bias:
+            per_layer += 4
+        elif self.qkv_bias:
+            per_layer += 3
+        if self.mlp_bias:
+            per_layer += 3
+        return 1 + self.layers * per_layer + 1 + (0 if self.tied else 1)
+
+    @property
+    def largest_unit_params(self) -> int:
+        """Parameters of the largest FSDP / ZeRO-3 unit outside the decoder layers' sum: the larger of one decoder
+        layer and the root's own parameters (embedding, final norm, output projection), which the root unit holds."""
+        return max(self.layer_params, self.embedding_params + self.norm_params + self.lm_head_params)
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token, PaLM Appendix B (Chowdhery et al. 2022): ``6·N + 12·L·a·d·s``.
+
+        Args:
+            seq_len: s, tokens per sample.
+
+        Returns:
+            FLOPs per trained token (forward + backward), recompute not counted (MFU's convention).
+        """
+        return 6.0 * self.non_embedding_params + 12.0 * self.layers * self.heads * self.head_dim * seq_len
+
+    def forward_flops_per_token(self, seq_len: int) -> float:
+        """One forward pass per token, a third of :meth:`flops_per_token` (``2·N + 4·L·a·d·s``): what full
+        activation checkpointing adds (one extra forward of every checkpointed layer)."""
+        return self.flops_per_token(seq_len) / 3.0
