@@ -226,6 +226,53 @@ class Arch:
             per_layer += 3
         return 1 + self.layers * per_layer + 1 + (0 if self.tied else 1)
 
+    def param_shapes(self) -> list[tuple[int, int]]:
+        """Every parameter tensor as ``(rows, elements per row)``: dim 0 (what FSDP2 shards) and the product of the
+        other dims (1 for vectors), in module order. Their total is :attr:`total_params`."""
+        h, i, v = self.hidden, self.intermediate, self.vocab
+        if self.family == "gpt2":
+            layer = [
+                (h, 1),
+                (h, 1),
+                (h, 3 * h),
+                (3 * h, 1),
+                (h, h),
+                (h, 1),
+                (h, 1),
+                (h, 1),
+                (h, i),
+                (i, 1),
+                (i, h),
+                (h, 1),
+            ]
+            head = [] if self.tied else [(v, h)]
+            return [(v, h), (self.positions, h), *layer * self.layers, (h, 1), (h, 1), *head]
+        q, kv = self.q_width, self.kv_width
+        layer = [(q, h), (kv, h), (kv, h)]
+        if self.attn_bias or self.qkv_bias:
+            layer += [(q, 1), (kv, 1), (kv, 1)]
+        layer += [(h, q)] + ([(h, 1)] if self.attn_bias else [])
+        layer += [(i, h), (i, h), (h, i)] + ([(i, 1), (i, 1), (h, 1)] if self.mlp_bias else [])
+        layer += [(h, 1), (h, 1)]
+        return [(v, h), *layer * self.layers, (h, 1), *([] if self.tied else [(v, h)])]
+
+    def sharded_params(self, shards: int) -> int:
+        """Parameters the most loaded rank holds when every tensor is split on dim 0 into ``shards`` chunks of
+        ``ceil(rows / shards)`` rows (FSDP2 ``fully_shard``: rank 0 gets a full chunk; padding is not stored)."""
+        return sum(-(-rows // shards) * rest for rows, rest in self.param_shapes())
+
+    @property
+    def linear_params(self) -> int:
+        """Weights of the matmuls (projections and output head, no biases or norms): what autocast casts to 16 bits
+        and keeps for the backward pass."""
+        per_layer = (
+            self.hidden * 4 * self.hidden
+            if self.family == "gpt2"
+            else 2 * self.hidden * self.q_width + 2 * self.hidden * self.kv_width
+        ) + 2 * self.hidden * self.intermediate
+        per_layer += 0 if self.family == "gpt2" else self.hidden * self.intermediate
+        return self.layers * per_layer + self.vocab * self.hidden
+
     @property
     def largest_unit_params(self) -> int:
         """Parameters of the largest FSDP / ZeRO-3 unit outside the decoder layers' sum: the larger of one decoder

@@ -1,0 +1,408 @@
+"""The memory model: bytes one rank holds at its peak, term by term, before anything runs.
+
+Every term is in bytes and says where it comes from. The model follows what the frameworks really store (which
+differs from the textbook 16 bytes/param, ``../shared/notes/formulas.md``) and was checked against measurements of
+the same configurations (``tests/integration/test_plan_accuracy.py``, ``benchmarks/plan_accuracy.py``).
+
+A step has two candidate peaks, and the model reports the larger (:attr:`MemoryEstimate.peak_phase`):
+
+* **forward-backward**, at the start of the backward pass (the loss's backward): parameters (own shard plus what
+  is gathered), optimizer states (from the second step on), every saved activation, and the logits/loss buffers;
+* **optimizer step**: parameters, optimizer states, every gradient, and the optimizer's temporaries. A small model
+  with a small vocabulary (GPT-2 on CPU ranks) peaks here, so checkpointing does not move its peak.
+
+Counters. On GPU the peak is the caching allocator's ``max_memory_allocated``; on CPU it is
+``torch.distributed._tools.mem_tracker.MemTracker``'s tensor-byte peak, which sees the model's parameters and
+gradients, the optimizer's state and every tensor allocated while it runs, but not buffers a framework allocated
+before it started outside those (DDP's gradient buckets, DeepSpeed's fp32 partitions and buckets). Such terms are
+kept in the breakdown with ``gpu_only=True`` and left out of the CPU peak. The CUDA context and NCCL's buffers are not
+allocator memory at all: they are added only to :attr:`MemoryEstimate.device_bytes` (what must fit on the card).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sweeper.grid.spec import PointSpec
+from sweeper.plan.arch import Arch
+from sweeper.units import GIB
+
+#: Bytes per element of a storage dtype (``model_dtype``) and of a compute precision.
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a point trains, as far as memory is concerned.
+
+    Attributes:
+        strategy: ``single`` (one rank), ``ddp``, ``zero1``/``zero2``/``zero3`` (DeepSpeed), ``fsdp_full``,
+            ``fsdp_grad_op``, ``fsdp_hybrid``.
+        world: ranks. shards: N, the ranks that split sharded states (``hybrid_shard``: the ranks of one node).
+        param_bytes: bytes per element of the weights as stored during training (DeepSpeed with bf16/fp16 casts the
+            module to 16 bits; otherwise ``model_dtype``).
+        compute_bytes: bytes per element of matmul inputs/outputs (autocast: 2; fp32: 4; pure bf16: 2).
+        autocast: half-precision autocast over fp32 weights (HF ``bf16=True`` with ``model_dtype=float32``).
+        residual_bytes: bytes per element of the residual stream (fp32 under autocast, else the weights' dtype).
+        gathered_bytes: bytes per element of parameters gathered for compute (FSDP2 mixed precision gathers in the
+            compute dtype; ZeRO-3 gathers its 16-bit partitions).
+        device: ``cpu`` or ``cuda``.
+    """
+
+    strategy: str
+    world: int
+    shards: int
+    param_bytes: int
+    compute_bytes: int
+    autocast: bool
+    residual_bytes: int
+    gathered_bytes: int
+    device: str
+
+    @property
+    def sharded(self) -> bool:
+        """Parameters, gradients and optimizer states are split over ``shards`` ranks (FSDP)."""
+        return self.strategy.startswith("fsdp")
+
+    @property
+    def deepspeed(self) -> bool:
+        """DeepSpeed ZeRO trains the point."""
+        return self.strategy.startswith("zero")
+
+
+_FSDP_STRATEGY = {"full_shard": "fsdp_full", "shard_grad_op": "fsdp_grad_op", "hybrid_shard": "fsdp_hybrid"}
+
+
+def layout(spec: PointSpec, device: str) -> Layout:
+    """The :class:`Layout` of ``spec`` on ``device`` (``cpu`` or ``cuda``)."""
+    world = spec.ranks_per_node * spec.nodes
+    store = DTYPE_BYTES[spec.model_dtype]
+    autocast = spec.precision != "fp32" and spec.model_dtype == "float32"
+    compute = PRECISION_BYTES[spec.precision] if spec.precision != "fp32" else store
+    if spec.zero:
+        strategy, shards = f"zero{spec.zero}", world
+        # HF's DeepSpeed integration turns bf16/fp16 on in the DeepSpeed config; the engine casts the module to it
+        # and keeps fp32 master partitions (runtime/engine.py, runtime/zero/stage_1_and_2.py, stage3.py)
+        param = 2 if spec.precision != "fp32" else store
+        autocast = False
+    elif spec.fsdp != "none":
+        strategy = _FSDP_STRATEGY[spec.fsdp]
+        shards = spec.ranks_per_node if spec.fsdp == "hybrid_shard" else world
+        param = store
+        # accelerate's FSDP2 mixed precision (MixedPrecisionPolicy(param_dtype=bf16), cast_forward_inputs) gathers
+        # 16-bit weights and casts the inputs: the layers compute in 16 bits throughout, like pure bf16, and
+        # autocast has nothing left to cast
+        autocast = False
+    else:
+        strategy, shards, param = ("ddp" if world > 1 else "single"), 1, store
+    return Layout(
+        strategy=strategy,
+        world=world,
+        shards=max(1, shards),
+        param_bytes=param,
+        compute_bytes=compute if not spec.zero else param,
+        autocast=autocast,
+        residual_bytes=FP32 if autocast else (compute if spec.fsdp != "none" else (param if spec.zero else store)),
+        gathered_bytes=compute if spec.fsdp != "none" else param,
+        device=device,
+    )
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Parameter, gradient and optimizer-state bytes one rank holds, as the harness counts them
+    (:func:`sweeper.job.measure.model_state_bytes`).
+
+    Attributes:
+        param_bytes: the model's parameters this rank holds (FSDP / ZeRO-3: its shard; padding not stored).
+        grad_bytes: ``param.grad`` bytes this rank holds after backward; None under DeepSpeed, whose gradients live
+            in its own partitions (the harness cannot observe them either).
+        optimizer_state_bytes: Adam's ``exp_avg`` + ``exp_avg_sq`` (in the dtype of the parameters it steps) and one
+            fp32 ``step`` scalar per parameter tensor, plus DeepSpeed's fp32 master partitions.
+        master_bytes: the part of ``optimizer_state_bytes`` that is DeepSpeed's fp32 master partitions (allocated
+            before training, outside what MemTracker tracks).
+        step_grad_bytes: gradient bytes alive during the optimizer step (DeepSpeed: its 16-bit and fp32 partitions).
+    """
+
+    param_bytes: int
+    grad_bytes: int | None
+    optimizer_state_bytes: int
+    master_bytes: int = 0
+    step_grad_bytes: int = 0
+
+
+def _deepspeed_partition(numel: int, world: int) -> int:
+    """Elements of one rank's partition of a flat ZeRO-1/2 buffer: padded to a multiple of ``2·world``
+    (``nccl_start_alignment_factor = 2``, runtime/zero/stage_1_and_2.py), split evenly."""
+    align = 2 * world
+    return -(-numel // align) * align // world
+
+
+def model_states(arch: Arch, lay: Layout) -> ModelStates:
+    """Model-state bytes per rank for each strategy, as the frameworks store them.
+
+    Sources: ZeRO paper (Rajbhandari et al. 2020) for the partitioning; torch ``AdamW`` keeps ``exp_avg`` and
+    ``exp_avg_sq`` in the parameter's dtype and a float32 ``step`` per tensor; HF autocast (``bf16=True`` over fp32
+    weights) keeps fp32 weights and gradients (16 bytes/param with Adam, no 2-byte copy); DeepSpeed ZeRO keeps
+    16-bit (or fp32) module weights, fp32 master partitions (``single_partition_of_fp32_groups``,
+    ``fp32_partitioned_groups_flat``) and Adam on those (12 bytes/param / N); FSDP2 (``fully_shard``) splits every
+    tensor on dim 0, so gradients and Adam states are sharded like the parameters.
+
+    Returns:
+        :class:`ModelStates` for the most loaded rank.
+    """
+    p, w, n = arch.total_params, lay.param_bytes, lay.shards
+    steps = arch.param_tensors * FP32
+    if lay.sharded:
+        local = arch.sharded_params(n)
+        return ModelStates(local * w, local * w, 2 * local * w + steps, step_grad_bytes=local * w)
+    if lay.deepspeed:
+        groups_steps = 2 * FP32  # HF builds two parameter groups (decay / no decay): one flat fp32 tensor each
+        if lay.strategy == "zero3":
+            part = sum(-(-rows * rest // n) for rows, rest in arch.param_shapes())
+            masters = part * FP32
+            return ModelStates(part * w, None, masters + 2 * part * FP32 + groups_steps, masters, part * (w + FP32))
+        part = _deepspeed_partition(p, n)
+        masters = part * FP32
+        # ZeRO-1: full gradients until the step; ZeRO-2: gradients reduced into partitions during backward
+        grads = p * w if lay.strategy == "zero1" else part * w
+        return ModelStates(p * w, None, masters + 2 * part * FP32 + groups_steps, masters, grads + part * FP32)
+    return ModelStates(p * w, p * w, 2 * p * w + steps, step_grad_bytes=p * w)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of the peak: bytes, where it comes from, and whether only a GPU allocator sees it."""
+
+    bytes: int
+    source: str
+    gpu_only: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The predicted peak of one rank.
+
+    Attributes:
+        peak_bytes: the larger phase peak, in the device's counter (GPU: allocator allocated bytes; CPU:
+            MemTracker's tensor bytes, GPU-only terms left out).
+        peak_phase: ``forward-backward`` or ``optimizer step``.
+        terms: the breakdown of the peak phase (name -> :class:`Term`); GPU-only terms are listed on CPU too, with
+            ``gpu_only=True``, and not summed.
+        other_phase_bytes: the peak of the other phase, same counter.
+        states: the model states (see :class:`ModelStates`).
+        device_bytes: what must fit on the device: GPU: ``peak × (1 + fragmentation) + CUDA context + NCCL``; CPU:
+            ``peak_bytes``.
+        overhead: the GPU-only additions to ``device_bytes`` (name -> bytes).
+    """
+
+    peak_bytes: int
+    peak_phase: str
+    terms: dict[str, Term]
+    other_phase_bytes: int
+    states: ModelStates
+    device_bytes: int
+    overhead: dict[str, int] = field(default_factory=dict)
+
+
+def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool) -> tuple[float, str]:
+    """Bytes the autograd graph keeps per token for the backward pass (all layers, embeddings to final norm).
+
+    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", arXiv:2205.05198)
+    count ``s·b·h·(34 + 5·a·s/h)`` bytes per layer for a 16-bit GPT layer with 1-byte dropout masks and explicit
+    attention scores. Here the same count is done tensor by tensor for the layers transformers builds, with:
+
+    * SDPA / fused attention: no ``a·s²`` score matrix; SDPA keeps q, k, v, its output and an fp32 log-sum-exp per
+      head (GQA: k and v at ``kv_heads`` width);
+    * SwiGLU MLP (llama): gate, up, SiLU output and their product, ``4·i`` elements; GeLU MLP (gpt2,
+      ``gelu_new`` written as elementwise ops): input, tanh, 1 + tanh, x/2 and the product, ``5·i``;
+    * RMSNorm computes in fp32 and keeps 1/rms and the normalised input (LayerNorm: mean and 1/std as well);
+    * autocast keeps a 16-bit copy of each projection's input (three for q/k/v), and a 16-bit copy of each
+      projection's weight (counted per step in :func:`estimate_memory`); the residual stream stays fp32;
+    * dropout (gpt2's ``resid_pdrop``/``embd_pdrop``, 0.1 by default) keeps a 1-byte mask and its output;
+    * full checkpointing (``gc``) keeps only each layer's input (``h`` elements in the residual dtype).
+
+    Returns:
+        (bytes per token, a one-line statement of what was counted).
+    """
+    h, a, i = arch.hidden, arch.heads, arch.intermediate
+    q, kv = arch.q_width, arch.kv_width
+    r = lay.residual_bytes
+    c = lay.compute_bytes
+    res = r if (r == FP32) else 0  # a half-precision residual is not saved: the fp32 norm copies are
+    if arch.family == "gpt2":
+        # ln_1/ln_2 keep input-normalised (fp32) and mean/rstd; c_attn keeps its input; dropout masks and outputs
+        drop = 1 + r  # mask + output, per element, for each dropout on the residual path
+        ln = FP32 * (h + 2)
+        cast_in = 2 * h if lay.autocast else c * h
+        attn = cast_in + c * (3 * h) + c * h + FP32 * a + c * h  # input, qkv, sdpa out, lse, merged heads
+        mlp = cast_in + 5 * c * i
+        per_layer = 2 * r * h + 2 * ln + attn + mlp + 2 * drop * h
+        final = r * h + ln + (2 * h if lay.autocast else c * h)
+        embed = drop * h
+        what = "gpt2 layer: LayerNorm, fused qkv, SDPA, GeLU (5 i), dropout masks"
+    else:
+        norm_q = FP32 + FP32 * h + (3 * 2 * h if lay.autocast else c * h)  # 1/rms, normalised, q/k/v inputs
+        norm_mlp = FP32 + FP32 * h + (2 * 2 * h if lay.autocast else c * h)
+        rope = (2 if lay.autocast else c) * (q + kv)  # rotated q and k, as SDPA receives them
+        attn = rope + c * kv + c * q + FP32 * a  # v, output, log-sum-exp
+        mlp = 4 * c * i
+        per_layer = 2 * res * h + norm_q + norm_mlp + attn + mlp
+        final = res * h + FP32 + FP32 * h + (2 * h if lay.autocast else c * h)
+        embed = 0
+        what = "llama layer: RMSNorm, GQA SDPA (no scores), SwiGLU (4 i)"
+    if gc:
+        ckpt = (r if r == FP32 else lay.param_bytes) * h
+        return arch.layers * ckpt + final + embed + r * h, f"{what}; checkpointing keeps each layer's input"
+    return arch.layers * per_layer + final + embed, what
+
+
+def estimate_memory(
+    spec: PointSpec,
+    arch: Arch,
+    device: str,
+    *,
+    batch: int | None = None,
+    fragmentation: float = 0.1,
+    cuda_context_bytes: int = GIB // 2,
+    nccl_bytes: int = GIB // 4,
+) -> MemoryEstimate:
+    """The predicted per-rank peak of ``spec`` (or of ``spec`` at micro-batch ``batch``) on ``device``.
+
+    Args:
+        spec: the point. arch: its architecture (:meth:`Arch.from_config`). device: ``cpu`` or ``cuda``.
+        batch: micro-batch per device (samples) to predict for; default ``spec.per_device_batch_size``.
+        fragmentation: allocator reserve over the allocated peak (GPU ``device_bytes`` only).
+        cuda_context_bytes, nccl_bytes: per-process CUDA context and NCCL buffers (GPU ``device_bytes`` only;
+            NCCL only when world size > 1).
+
+    Returns:
+        A :class:`MemoryEstimate`.
+    """
+    lay = layout(spec, device)
+    b = spec.per_device_batch_size if batch is None else batch
+    tokens = b * spec.seq_len
+    st = model_states(arch, lay)
+    gpu = device == "cuda"
+    terms_fb: dict[str, Term] = {}
+    terms_step: dict[str, Term] = {}
+
+    params = Term(st.param_bytes, "model parameters this rank holds (own shard under FSDP / ZeRO-3)")
+    opt_visible = st.optimizer_state_bytes - st.master_bytes
+    opt = Term(opt_visible, "AdamW exp_avg + exp_avg_sq (+ a step scalar per tensor)")
+    for terms in (terms_fb, terms_step):
+        terms["params"] = params
+        terms["optimizer_states"] = opt
+        if st.master_bytes:
+            terms["fp32_master_weights"] = Term(
+                st.master_bytes, "DeepSpeed fp32 master partitions (allocated before MemTracker starts)", gpu_only=True
+            )
+
+    # ---- forward-backward peak: at the loss's backward ----
+    per_token, what = activation_bytes_per_token(arch, lay, spec.gc)
+    terms_fb["activations"] = Term(int(per_token * tokens), f"saved for backward: {what}")
+    # HF's ForCausalLMLoss upcasts the logits to fp32; cross-entropy's backward holds the fp32 logits, the
+    # log-softmax output and its gradient: 3 x 4 bytes x tokens x vocab, whatever the compute dtype
+    terms_fb["logits_loss"] = Term(3 * FP32 * tokens * arch.vocab, "fp32 logits, log-softmax and its gradient")
+    if lay.autocast:
+        # autocast keeps a 16-bit copy of every projection weight it cast (for the backward matmul); with
+        # checkpointing only the output head's copy is alive at the loss
+        n = arch.linear_params if not spec.gc else arch.vocab * arch.hidden
+        terms_fb["autocast_weight_copies"] = Term(2 * n, "16-bit copies of the projection weights (autocast)")
+    gathered = _gathered_working_set(arch, lay)
+    if gathered:
+        terms_fb["gathered_working_set"] = Term(gathered, _GATHER_SOURCE[lay.strategy])
+    if spec.grad_accum > 1 and st.grad_bytes:
+        terms_fb["grads"] = Term(st.grad_bytes, "gradients accumulated over earlier micro-batches")
+    if spec.gc:
+        # the other candidate with checkpointing: backward of the first layer, which recomputes one layer's
+        # activations while the gradients of every other parameter already exist (the logits are gone by then)
+        one_layer = (activation_bytes_per_token(arch, lay, False)[0] - per_token) / max(1, arch.layers)
+        recompute = dict(terms_fb)
+        recompute.pop("logits_loss")
+        recompute["activations"] = Term(
+            int(per_token * tokens + max(0.0, one_layer) * tokens),
+            f"layer inputs kept by checkpointing plus one layer recomputed in backward: {what}",
+        )
+        recompute["grads"] = Term(st.step_grad_bytes, "gradients of the layers already done (all but one)")
+    if lay.strategy == "ddp":
+        terms_fb["ddp_buckets"] = Term(st.param_bytes, "DDP gradient buckets (gradient_as_bucket_view=False)", True)
+        terms_step["ddp_buckets"] = terms_fb["ddp_buckets"]
+    if lay.deepspeed:
+        buckets = _deepspeed_buckets(arch, lay)
+        terms_fb["deepspeed_buckets"] = Term(buckets, "DeepSpeed reduce/prefetch buckets (HF 'auto' sizes)", True)
+        terms_step["deepspeed_buckets"] = terms_fb["deepspeed_buckets"]
+
+    # ---- optimizer-step peak ----
+    grads_step = st.step_grad_bytes
+    terms_step["grads"] = Term(
+        grads_step, "every gradient this rank holds at the step", gpu_only=lay.deepspeed and not gpu
+    )
+    terms_step["optimizer_temporaries"] = Term(
+        _optimizer_temporaries(st, lay), "AdamW step and gradient clipping scratch (see _optimizer_temporaries)"
+    )
+
+    def total(terms: dict[str, Term]) -> int:
+        return sum(t.bytes for t in terms.values() if gpu or not t.gpu_only)
+
+    if spec.gc and total(recompute) > total(terms_fb):
+        terms_fb = recompute
+    fb, step = total(terms_fb), total(terms_step)
+    if fb >= step:
+        peak, phase, terms, other = fb, "forward-backward", terms_fb, step
+    else:
+        peak, phase, terms, other = step, "optimizer step", terms_step, fb
+    overhead: dict[str, int] = {}
+    if gpu:
+        overhead["fragmentation"] = int(peak * fragmentation)
+        overhead["cuda_context"] = cuda_context_bytes
+        if lay.world > 1:
+            overhead["nccl"] = nccl_bytes
+    return MemoryEstimate(peak, phase, terms, other, st, peak + sum(overhead.values()), overhead)
+
+
+_GATHER_SOURCE = {
+    "fsdp_full": "FSDP full_shard: the output projection gathered at the loss (compute dtype)",
+    "fsdp_hybrid": "FSDP hybrid_shard: the output projection gathered at the loss (compute dtype)",
+    "fsdp_grad_op": "FSDP shard_grad_op: every layer stays gathered from forward to backward",
+    "zero3": "ZeRO-3: the output projection and the prefetch bucket gathered at the loss",
+}
+
+
+def _gathered_working_set(arch: Arch, lay: Layout) -> int:
+    """Bytes of parameters gathered beyond this rank's shard at the loss (FSDP, ZeRO-3), in the gather dtype.
+
+    FSDP2 frees a unit's unsharded parameters after its forward (``reshard_after_forward=True``) except the root's,
+    which holds the output projection until backward; ``shard_grad_op`` keeps every unit unsharded until its
+    backward. Measured on 2 CPU ranks: the gathered bytes at the peak equal the output projection (full_shard) or
+    every layer plus the output projection (shard_grad_op).
+    """
+    head = arch.vocab * arch.hidden * lay.gathered_bytes
+    if lay.strategy in ("fsdp_full", "fsdp_hybrid"):
+        return head
+    if lay.strategy == "fsdp_grad_op":
+        return head + arch.layers * arch.layer_params * lay.gathered_bytes
+    if lay.strategy == "zero3":
+        return head + int(0.9 * arch.hidden**2) * lay.gathered_bytes  # stage3_prefetch_bucket_size = 0.9 h² (HF)
+    return 0
+
+
+def _deepspeed_buckets(arch: Arch, lay: Layout) -> int:
+    """DeepSpeed's communication buckets with HF's ``auto`` sizes (``reduce_bucket_size = h²``; ZeRO-3 also
+    prefetches ``0.9·h²``), in the gradient dtype (transformers ``integrations/deepspeed.py``)."""
+    n = arch.hidden**2
+    if lay.strategy == "zero3":
+        n += int(0.9 * arch.hidden**2)
+    return n * lay.param_bytes
+
+
+def _optimizer_temporaries(st: ModelStates, lay: Layout) -> int:
+    """Scratch the optimizer step allocates (bytes): gradient clipping's per-tensor norms are scalars; torch's
+    fused AdamW (the Trainer's default ``adamw_torch_fused``) updates in place. Measured on CPU ranks: one
+    gradient-sized fp32 buffer (the clipped gradients' norm computation upcasts to fp32)."""
+    if lay.deepspeed:
+        return 0
+    grads = st.grad_bytes or 0
+    return grads * FP32 // max(1, lay.param_bytes)

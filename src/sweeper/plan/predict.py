@@ -1,0 +1,242 @@
+"""One point's prediction: memory (:mod:`sweeper.plan.memory`) and time (:mod:`sweeper.plan.timing`) together, for
+the target it would run on. Used by ``python -m sweeper.plan``, by every record (``Record.predicted``) and by the
+gate's pruning rule. Never raises for a point: what cannot be predicted is None with the reason in ``note``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sweeper.grid.schema import PlanConfig
+from sweeper.grid.spec import PointSpec
+from sweeper.plan.arch import Arch, UnknownArchitecture
+from sweeper.plan.memory import estimate_memory, layout
+from sweeper.plan.timing import estimate_time
+from sweeper.point.gate import Target
+from sweeper.results.mfu import gpu_peak
+from sweeper.units import GIB
+
+#: The largest micro-batch :func:`max_batch_size` considers (samples).
+MAX_BATCH = 1 << 16
+
+
+def plan_settings(spec: PointSpec) -> PlanConfig:
+    """``spec.plan`` as a :class:`~sweeper.grid.schema.PlanConfig` (defaults for missing keys).
+
+    Raises:
+        TypeError: an unknown key (Hydra's schema refuses it before a spec exists; a hand-made spec may not).
+    """
+    return PlanConfig(**(spec.plan or {}))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The memory/time model's numbers for one point on one target. Bytes are bytes; times are seconds.
+
+    Attributes:
+        peak_bytes: predicted peak tensor bytes per rank (GPU: ``max_memory_allocated``; CPU: MemTracker's peak).
+        device_bytes: what must fit on the device (GPU: peak × (1 + fragmentation) + CUDA context + NCCL).
+        device_mem_bytes: capacity per device (``cluster.gpu_mem_gib``), None when unknown.
+        margin: ``plan.memory_margin`` used for ``fits``.
+        fits: ``device_bytes <= device_mem_bytes × (1 − margin)``; None when the capacity is unknown.
+        peak_phase: ``forward-backward`` or ``optimizer step``.
+        param_bytes_per_rank, grad_bytes_per_rank, optimizer_state_bytes_per_rank: model states (as measured).
+        terms: the breakdown of the peak, bytes (GPU-only terms left out on CPU), plus the GPU overheads.
+        max_per_device_batch_size: largest micro-batch that fits (None: capacity unknown; 0: none fits).
+        step_time_s, tokens_per_s_per_device, mfu, compute_s, comm_s: the time model's numbers (None without a
+            peak); ``comm_s`` None also when the bandwidth is unknown.
+        efficiency, efficiency_source: the efficiency used and where it comes from.
+        peak_flops, peak_source: the device peak used (FLOP/s) and its source.
+        train_days, gpu_hours: time to train ``train_tokens`` on ``world_size`` devices.
+        note: why a number is missing, or None.
+    """
+
+    peak_bytes: int | None = None
+    device_bytes: int | None = None
+    device_mem_bytes: int | None = None
+    margin: float = 0.0
+    fits: bool | None = None
+    peak_phase: str | None = None
+    param_bytes_per_rank: int | None = None
+    grad_bytes_per_rank: int | None = None
+    optimizer_state_bytes_per_rank: int | None = None
+    terms: dict[str, int] = field(default_factory=dict)
+    max_per_device_batch_size: int | None = None
+    step_time_s: float | None = None
+    tokens_per_s_per_device: float | None = None
+    mfu: float | None = None
+    compute_s: float | None = None
+    comm_s: float | None = None
+    efficiency: float | None = None
+    efficiency_source: str | None = None
+    peak_flops: float | None = None
+    peak_source: str | None = None
+    train_days: float | None = None
+    gpu_hours: float | None = None
+    note: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """Flat JSON-able dict for ``Record.predicted`` (terms as ``<term>_bytes``; the row prefixes
+        ``predicted_``)."""
+        out = {k: v for k, v in asdict(self).items() if k != "terms"}
+        out.update({f"{k}_bytes": v for k, v in self.terms.items()})
+        return out
+
+
+def _peak(spec: PointSpec, target: Target, measured: float | None, measured_source: str | None) -> tuple:
+    if measured:
+        return measured, measured_source or "measured"
+    if target.device_type != "cuda":
+        return None, "no datasheet peak for a CPU: throughput is predicted after the run, from its measured peak"
+    name = target.gpu_name or target.cluster.get("gpu_name")
+    if not name:
+        return None, "the cluster names no gpu_name: no peak FLOP/s, so no throughput prediction"
+    p = gpu_peak(name, spec.precision)
+    return p.flops, p.source
+
+
+def _fits(device_bytes: int, capacity: int | None, margin: float) -> bool | None:
+    return None if capacity is None else device_bytes <= capacity * (1.0 - margin)
+
+
+def capacity_bytes(target: Target) -> int | None:
+    """Device memory per rank from the cluster config (``gpu_mem_gib`` × 2**30 bytes), or None."""
+    gib = target.cluster.get("gpu_mem_gib")
+    return int(float(gib) * GIB) if gib else None
+
+
+def predict(
+    spec: PointSpec,
+    target: Target,
+    *,
+    measured_peak_flops: float | None = None,
+    peak_source: str | None = None,
+    with_max_batch: bool = True,
+) -> Prediction:
+    """Predict ``spec`` on ``target`` (device type, GPU name, ``target.cluster``'s memory and bandwidths).
+
+    Args:
+        measured_peak_flops, peak_source: a measured device peak (FLOP/s) to use instead of the datasheet (CPU
+            points, after their run).
+        with_max_batch: also search the largest micro-batch that fits (a few dozen memory evaluations).
+
+    Returns:
+        A :class:`Prediction`; never raises for an unknown architecture, device or missing capacity (the numbers
+        are None and ``note`` says why).
+    """
+    settings = plan_settings(spec)
+    try:
+        arch = Arch.from_config(spec.model_type, spec.model_config)
+    except (UnknownArchitecture, KeyError, TypeError, ValueError) as e:
+        return Prediction(margin=settings.memory_margin, note=str(e))
+    device = "cuda" if target.device_type == "cuda" else "cpu"
+    mem = estimate_memory(
+        spec,
+        arch,
+        device,
+        fragmentation=settings.fragmentation,
+        cuda_context_bytes=int(settings.cuda_context_gib * GIB),
+        nccl_bytes=int(settings.nccl_gib * GIB),
+    )
+    capacity = capacity_bytes(target)
+    terms = {k: t.bytes for k, t in mem.terms.items() if device == "cuda" or not t.gpu_only}
+    terms.update(mem.overhead)
+    notes = []
+    if capacity is None:
+        notes.append("no device memory known (cluster.gpu_mem_gib): fits not decided")
+    out: dict[str, Any] = dict(
+        peak_bytes=mem.peak_bytes,
+        device_bytes=mem.device_bytes,
+        device_mem_bytes=capacity,
+        margin=settings.memory_margin,
+        fits=_fits(mem.device_bytes, capacity, settings.memory_margin),
+        peak_phase=mem.peak_phase,
+        param_bytes_per_rank=mem.states.param_bytes,
+        grad_bytes_per_rank=mem.states.grad_bytes,
+        optimizer_state_bytes_per_rank=mem.states.optimizer_state_bytes,
+        terms=terms,
+        efficiency=settings.efficiency,
+        efficiency_source="plan.efficiency",
+    )
+    if with_max_batch and capacity is not None:
+        out["max_per_device_batch_size"] = max_batch_size(spec, target, arch=arch)
+    peak, source = _peak(spec, target, measured_peak_flops, peak_source)
+    out["peak_source"] = source
+    if peak:
+        cluster = target.cluster
+        t = estimate_time(
+            arch,
+            layout(spec, device),
+            batch=spec.per_device_batch_size,
+            seq_len=spec.seq_len,
+            grad_accum=spec.grad_accum,
+            gc=spec.gc,
+            nodes=spec.nodes,
+            peak_flops=peak,
+            efficiency=settings.efficiency,
+            comm_overlap=settings.comm_overlap,
+            intra_bw_gb_s=cluster.get("intra_node_bandwidth_gb_s"),
+            inter_bw_gb_s=cluster.get("inter_node_bandwidth_gb_s"),
+        )
+        world = spec.ranks_per_node * spec.nodes
+        seconds = spec.train_tokens / (t.tokens_per_s_per_device * world)
+        out.update(
+            peak_flops=peak,
+            step_time_s=t.step_s,
+            tokens_per_s_per_device=t.tokens_per_s_per_device,
+            mfu=t.mfu,
+            compute_s=t.compute_s,
+            comm_s=t.comm_s,
+            train_days=seconds / 86400.0,
+            gpu_hours=seconds * world / 3600.0,
+        )
+        if t.comm_s is None:
+            notes.append("no bandwidth for this cluster: communication not modelled")
+    else:
+        notes.append(source)
+    out["note"] = "; ".join(notes) or None
+    return Prediction(**out)
+
+
+def max_batch_size(spec: PointSpec, target: Target, *, arch: Arch | None = None) -> int | None:
+    """The largest micro-batch per device (samples) whose predicted ``device_bytes`` fits the target's device memory
+    with ``plan.memory_margin`` held back: bisection over ``1 … MAX_BATCH`` (the peak grows with the batch).
+
+    Returns:
+        The batch; 0 when not even one sample fits; None when the device memory or the architecture is unknown.
+    """
+    capacity = capacity_bytes(target)
+    if capacity is None:
+        return None
+    if arch is None:
+        try:
+            arch = Arch.from_config(spec.model_type, spec.model_config)
+        except (UnknownArchitecture, KeyError, TypeError, ValueError):
+            return None
+    settings = plan_settings(spec)
+    device = "cuda" if target.device_type == "cuda" else "cpu"
+
+    def fits(b: int) -> bool:
+        mem = estimate_memory(
+            spec,
+            arch,
+            device,
+            batch=b,
+            fragmentation=settings.fragmentation,
+            cuda_context_bytes=int(settings.cuda_context_gib * GIB),
+            nccl_bytes=int(settings.nccl_gib * GIB),
+        )
+        return bool(_fits(mem.device_bytes, capacity, settings.memory_margin))
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= MAX_BATCH and fits(hi):
+        lo, hi = hi, hi * 2
+    if hi > MAX_BATCH:
+        return MAX_BATCH
+    while hi - lo > 1:  # fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo

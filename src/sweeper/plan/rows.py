@@ -1,0 +1,143 @@
+"""One row of the plan per point: the gate's answer, then the model's prediction (``plan.csv``'s columns).
+
+A point the gate refuses (``fsdp`` with ``zero>0``, ``bf16`` on a V100, ...) is a row with its status (``invalid`` or
+``unsupported``), the rule and the reason, and no prediction. Every other point is ``planned``: the memory and time
+model's numbers (:func:`sweeper.plan.predict.predict`), with the same ``predicted_<key>`` column names as a sweep's
+``results.csv`` (:mod:`sweeper.results.row`), except the two the plan is read for first, ``fits`` and
+``max_per_device_batch_size`` (``results.csv``'s ``predicted_fits`` and ``predicted_max_per_device_batch_size``).
+"Does not fit" is ``fits=False``, never an error; an unknown device peak leaves the throughput columns empty and says
+why in ``predicted_note``.
+
+Each point is gated as a SLURM sweep on its cluster would gate it (:func:`sweeper.point.lifecycle.target_for` with
+``launcher="slurm"``: the cluster's GPU, not this machine's), with ``prune`` off: the plan shows ``fits`` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from sweeper.grid.spec import PointSpec
+from sweeper.plan.grid import engine_label
+from sweeper.point.gate import InvalidPoint, check
+from sweeper.point.lifecycle import target_for
+from sweeper.units import GIB
+
+#: ``status`` of a point the model predicted (the gate's refusals keep the gate's status).
+PLANNED = "planned"
+#: Prediction keys that keep their own name in the plan (the interface's columns).
+_UNPREFIXED = ("fits", "max_per_device_batch_size")
+#: The columns every plan has, in this order; the model's other ``predicted_*`` columns follow, in its order.
+COLUMNS: tuple[str, ...] = (
+    "model",
+    "cluster",
+    "gpu_name",
+    "engine",
+    "fsdp",
+    "zero",
+    "gc",
+    "precision",
+    "model_dtype",
+    "per_device_batch_size",
+    "seq_len",
+    "grad_accum",
+    "nodes",
+    "ranks_per_node",
+    "world_size",
+    "status",
+    "rule",
+    "reason",
+    "fits",
+    "max_per_device_batch_size",
+    "predicted_peak_bytes",
+    "predicted_peak_gib",
+    "predicted_device_bytes",
+    "predicted_device_gib",
+    "predicted_device_mem_bytes",
+    "predicted_margin",
+    "predicted_peak_phase",
+    "predicted_tokens_per_s_per_device",
+    "predicted_mfu",
+    "predicted_step_time_s",
+    "train_tokens",
+    "predicted_train_days",
+    "predicted_gpu_hours",
+    "predicted_tokens_per_s_per_device_at_max_batch",
+    "predicted_train_days_at_max_batch",
+    "predicted_gpu_hours_at_max_batch",
+)
+#: Columns shown in GiB (2**30 bytes) beside their bytes column.
+_GIB_OF = {"predicted_peak_gib": "predicted_peak_bytes", "predicted_device_gib": "predicted_device_bytes"}
+
+
+def _spec_columns(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "model": spec.model,
+        "cluster": cluster.get("name"),
+        "gpu_name": cluster.get("gpu_name"),
+        "engine": engine_label(spec.fsdp, spec.zero),
+        "fsdp": spec.fsdp,
+        "zero": spec.zero,
+        "gc": spec.gc,
+        "precision": spec.precision,
+        "model_dtype": spec.model_dtype,
+        "per_device_batch_size": spec.per_device_batch_size,
+        "seq_len": spec.seq_len,
+        "grad_accum": spec.grad_accum,
+        "nodes": spec.nodes,
+        "ranks_per_node": spec.ranks_per_node,
+        "world_size": spec.world_size,
+        "train_tokens": spec.train_tokens,
+    }
+
+
+def _predicted_columns(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {k if k in _UNPREFIXED else f"predicted_{k}": v for k, v in record.items()}
+
+
+def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan's row of one point (see the module doc). Never raises for a point: a refusal is a row, and so is a
+    failure of the model itself (``status="error"``, the exception in ``reason``)."""
+    from sweeper.plan.predict import predict
+
+    row = _spec_columns(spec, cluster)
+    target = target_for(spec, "slurm", dict(cluster))
+    try:
+        check(replace(spec, prune=False), target)
+    except InvalidPoint as e:
+        return {**row, "status": e.status, "rule": e.rule, "reason": str(e)}
+    try:
+        pred = predict(spec, target)
+        row.update(status=PLANNED, **_predicted_columns(pred.to_record()))
+        best = pred.max_per_device_batch_size
+        if best and best != spec.per_device_batch_size:
+            pred = predict(replace(spec, per_device_batch_size=best), target, with_max_batch=False)
+        if best:
+            row["predicted_tokens_per_s_per_device_at_max_batch"] = pred.tokens_per_s_per_device
+            row["predicted_train_days_at_max_batch"] = pred.train_days
+            row["predicted_gpu_hours_at_max_batch"] = pred.gpu_hours
+    except Exception as e:  # noqa: BLE001 - a bug in the model must not end the plan: the row says what failed
+        return {**row, "status": "error", "reason": f"the capacity model failed: {type(e).__name__}: {e}"}
+    return row
+
+
+def plan_frame(points: Sequence[tuple[PointSpec, Mapping[str, Any]]]) -> pd.DataFrame:
+    """The plan: one row per ``(spec, cluster)`` in order, columns :data:`COLUMNS` then the model's other
+    ``predicted_*`` columns; ``*_bytes`` and batch columns as nullable integers, ``fits`` and ``gc`` as nullable
+    booleans, GiB columns = bytes / 2**30."""
+    rows = [plan_row(spec, cluster) for spec, cluster in points]
+    extra: dict[str, None] = {}
+    for row in rows:
+        extra.update((k, None) for k in row if k not in COLUMNS)
+    df = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
+    for name, source in _GIB_OF.items():
+        df[name] = pd.to_numeric(df[source], errors="coerce") / GIB
+    for name in df.columns:
+        if name.endswith("_bytes") or name in ("max_per_device_batch_size", "zero"):
+            df[name] = pd.to_numeric(df[name], errors="coerce").round().astype("Int64")
+        elif name in ("fits", "gc"):
+            df[name] = df[name].astype("boolean")
+    return df

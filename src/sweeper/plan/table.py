@@ -1,0 +1,257 @@
+"""The plan for people: the header (what was planned, on what, under which assumptions), the table printed to the
+terminal and ``plan.md``, built from the plan's rows (:mod:`sweeper.plan.rows`).
+
+Sizes are shown in binary units, labelled ``GiB`` (2**30 bytes); the device's memory is shown both as torch reports
+it (``cluster.gpu_mem_gib``, GiB) and as the vendor labels it (``cluster.gpu_mem_vendor_gb``, decimal GB). Text here
+is plain: :func:`markdown` escapes every piece of it (:mod:`sweeper.report.md`) and the terminal table is printed
+with rich's markup off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from sweeper.grid.schema import PlanConfig
+from sweeper.grid.spec import PointSpec
+from sweeper.report import md
+from sweeper.report.fmt import MISSING, cli, missing, num, text
+from sweeper.units import GIB
+
+#: Point keys that get a table column only when they differ between rows (else the header states them once).
+VARYING = (
+    "model",
+    "cluster",
+    "seq_len",
+    "per_device_batch_size",
+    "precision",
+    "model_dtype",
+    "grad_accum",
+    "nodes",
+    "ranks_per_node",
+)
+#: What each planning assumption means (``plan.<key>``; :class:`sweeper.grid.schema.PlanConfig`).
+ASSUMPTIONS: dict[str, str] = {
+    "efficiency": "achieved fraction of the device's dense peak FLOP/s, recompute included",
+    "comm_overlap": "fraction of the compute time that hides communication",
+    "memory_margin": "fraction of device memory held back when deciding fits",
+    "fragmentation": "allocator reserve over the allocated peak (GPU)",
+    "cuda_context_gib": "CUDA context per process, GiB (GPU, outside the allocator)",
+    "nccl_gib": "NCCL buffers per rank when world size > 1, GiB (GPU)",
+}
+_NOT_TERMS = {"peak", "device", "device_mem"}
+_TERM = re.compile(r"^predicted_(\w+)_bytes$")
+
+
+def term_columns(df: pd.DataFrame) -> list[str]:
+    """The breakdown columns of the plan (``predicted_<term>_bytes``: params, activations, ...), in model order."""
+    return [c for c in df.columns if (m := _TERM.match(c)) and m.group(1) not in _NOT_TERMS]
+
+
+def varying(df: pd.DataFrame) -> list[str]:
+    """The keys of :data:`VARYING` with more than one value among the rows."""
+    return [k for k in VARYING if df[k].astype(str).nunique() > 1]
+
+
+def _gib(v: Any) -> str:
+    return MISSING if missing(v) else f"{float(v) / GIB:,.2f}"
+
+
+def _fits(v: Any) -> str:
+    return "unknown" if missing(v) else ("yes" if v else "no")
+
+
+def _pct(v: Any) -> str:
+    return MISSING if missing(v) else f"{100 * float(v):.1f} %"
+
+
+def _days(v: Any) -> str:
+    return MISSING if missing(v) else (f"{float(v):,.0f}" if float(v) >= 100 else f"{float(v):.3g}")
+
+
+#: The main table: (header, plan column, format). Sizes in GiB, throughput in tokens/s per device.
+_MAIN: tuple[tuple[str, str, Any], ...] = (
+    ("fits", "fits", _fits),
+    ("max batch", "max_per_device_batch_size", text),
+    ("peak GiB", "predicted_peak_bytes", _gib),
+    ("on device GiB", "predicted_device_bytes", _gib),
+    ("peak in", "predicted_peak_phase", text),
+    ("tokens/s/device", "predicted_tokens_per_s_per_device", num),
+    ("MFU", "predicted_mfu", _pct),
+    ("days", "predicted_train_days", _days),
+    ("GPU-hours", "predicted_gpu_hours", num),
+    ("tokens/s/device at max batch", "predicted_tokens_per_s_per_device_at_max_batch", num),
+    ("days at max batch", "predicted_train_days_at_max_batch", _days),
+)
+
+
+def _keys(df: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame({"engine": df["engine"].astype(str), "gc": [cli(bool(v)) for v in df["gc"]]}, index=df.index)
+    for k in varying(df):
+        out[k] = [cli(v) for v in df[k]]
+    return out
+
+
+def main_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Display strings of the predicted rows: engine, gc, the keys that vary, then :data:`_MAIN`."""
+    planned = df[df["status"] == "planned"]
+    out = _keys(planned)
+    for header, column, fmt in _MAIN:
+        out[header] = [fmt(v) for v in planned[column]]
+    return out
+
+
+def breakdown_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Display strings of the memory breakdown at each predicted row's peak, GiB per term, plus the model states
+    each rank holds."""
+    planned = df[df["status"] == "planned"]
+    out = _keys(planned)
+    for column in term_columns(df):
+        out[_TERM.match(column).group(1).replace("_", " ")] = [_gib(v) for v in planned[column]]
+    for column, header in (
+        ("predicted_param_bytes_per_rank", "params per rank"),
+        ("predicted_grad_bytes_per_rank", "grads per rank"),
+        ("predicted_optimizer_state_bytes_per_rank", "optimizer states per rank"),
+    ):
+        out[header] = [_gib(v) for v in planned[column]]
+    return out
+
+
+def refused_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows not predicted: refused by the gate (status, rule, reason) or where the model failed."""
+    rest = df[df["status"] != "planned"]
+    out = _keys(rest)
+    out["status"] = rest["status"].astype(str)
+    out["rule"] = [text(v) for v in rest["rule"]]
+    out["reason"] = [text(v) for v in rest["reason"]]
+    return out
+
+
+def notes(df: pd.DataFrame) -> list[str]:
+    """The model's distinct notes (why a number is missing), in order of first appearance."""
+    return list(dict.fromkeys(str(v) for v in df["predicted_note"] if not missing(v)))
+
+
+def header_lines(points: Sequence[tuple[PointSpec, Mapping[str, Any]]], df: pd.DataFrame) -> list[str]:
+    """Plain-text lines stating the models, the clusters (device memory as torch reports it and as the vendor
+    labels it, the memory a point may use, peaks and bandwidths), the values every row shares, the training run and
+    the planning assumptions."""
+    from sweeper.plan.arch import Arch, UnknownArchitecture
+
+    lines = []
+    for spec in {s.model: s for s, _ in points}.values():
+        try:
+            a = Arch.from_config(spec.model_type, spec.model_config)
+            lines.append(
+                f"Model {spec.model} ({spec.model_type}): {a.total_params / 1e9:.2f} B parameters "
+                f"({a.total_params:,}), {a.layers} layers, hidden {a.hidden}, {a.heads} heads ({a.kv_heads} key/value), "
+                f"vocabulary {a.vocab:,}"
+            )
+        except (UnknownArchitecture, KeyError, TypeError, ValueError) as e:
+            lines.append(f"Model {spec.model} ({spec.model_type}): no parameter count ({e})")
+    planned = df[df["status"] == "planned"]
+    for name, cluster in {c.get("name"): c for _, c in points}.items():
+        lines.extend(_cluster_lines(name, cluster, df[df["cluster"] == name], planned))
+    fixed = [f"{k}={cli(df[k].iloc[0])}" for k in VARYING[2:] if k not in varying(df)]
+    if fixed:
+        lines.append("Every row: " + ", ".join(fixed))
+    lines.append(f"Training run: train_tokens={_tokens(df['train_tokens'])} tokens (days and GPU-hours below)")
+    for settings in {repr(s.plan): s.plan for s, _ in points}.values():
+        p = PlanConfig(**(settings or {}))
+        lines.append(
+            "Assumptions: "
+            + ", ".join(f"plan.{k}={getattr(p, k):g}" for k in ASSUMPTIONS)
+            + " (docs/planning.md; override with plan.<key>=V)"
+        )
+    return lines
+
+
+def _cluster_lines(name: Any, cluster: Mapping[str, Any], rows: pd.DataFrame, planned: pd.DataFrame) -> list[str]:
+    gpu = cluster.get("gpu_name") or "no GPU named (cluster.gpu_name)"
+    ranks = sorted({(int(n), int(r)) for n, r in zip(rows["nodes"], rows["ranks_per_node"], strict=True)})
+    shapes = ", ".join(f"{n} node(s) x {r} ranks = {n * r} devices" for n, r in ranks)
+    out = [f"Cluster {name}: {gpu}, {cluster.get('gpus_per_node')} GPUs per node; planned on {shapes}"]
+    gib, vendor = cluster.get("gpu_mem_gib"), cluster.get("gpu_mem_vendor_gb")
+    if gib:
+        label = f'the vendor labels it "{vendor:g} GB"' if vendor else "no vendor label given"
+        margins = sorted({float(m) for m in planned["predicted_margin"].dropna()}) or [PlanConfig().memory_margin]
+        usable = ", ".join(f"{gib * (1 - m):.2f} GiB (margin {m:g})" for m in margins)
+        out.append(
+            f"Device memory: {gib:g} GiB per device as torch reports it (total_memory, cluster.gpu_mem_gib); "
+            f"{label}. A point fits when its predicted device bytes are at most {usable}"
+        )
+    else:
+        out.append("Device memory: unknown (cluster.gpu_mem_gib is null): fits is not decided")
+    mine = planned[planned["cluster"] == name]
+    for precision, grp in mine.groupby("precision", sort=True):
+        flops, source = grp["predicted_peak_flops"].iloc[0], grp["predicted_peak_source"].iloc[0]
+        peak = f"{float(flops) / 1e12:,.1f} TFLOP/s" if not missing(flops) else "unknown"
+        out.append(f"Device peak {precision}: {peak} ({text(source)})")
+    intra, inter = cluster.get("intra_node_bandwidth_gb_s"), cluster.get("inter_node_bandwidth_gb_s")
+    out.append(
+        f"Collective bandwidth per device (NCCL busbw, GB/s = 10^9 bytes/s): {text(intra)} inside a node, "
+        f"{text(inter)} across nodes"
+    )
+    return out
+
+
+def _tokens(series: pd.Series) -> str:
+    return ", ".join(f"{float(v):.3g}" for v in dict.fromkeys(series))
+
+
+def markdown(title: str, command: str, header: Sequence[str], df: pd.DataFrame, files: Sequence[str]) -> str:
+    """``plan.md``: title, command, header lines, the main table, the memory breakdown, the refused rows, the
+    model's notes and the files; every piece of outside text escaped."""
+    parts = [
+        f"# {md.escape(title)}",
+        f"{md.code(command)}",
+        "Predicted before anything runs (`sweeper.plan`): nothing was launched. Sizes in binary units: "
+        "GiB = 2^30 bytes. Columns and formulas: docs/planning.md.",
+        "\n".join(f"- {md.escape(line)}" for line in header),
+        "## Plan",
+        _md_table(main_table(df)),
+        "## Memory at the peak, GiB per term",
+        _md_table(breakdown_table(df)),
+    ]
+    refused = refused_table(df)
+    if len(refused):
+        parts += ["## Not predicted (refused by the gate, docs/gate.md)", _md_table(refused)]
+    if notes(df):
+        parts += ["## Notes", "\n".join(f"- {md.escape(n)}" for n in notes(df))]
+    parts += ["## Files", "\n".join(f"- {md.code(f)}" for f in files)]
+    return "\n\n".join(parts) + "\n"
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    return md.table(frame) if len(frame) else "(none)"
+
+
+def print_plan(title: str, header: Sequence[str], df: pd.DataFrame, files: Sequence[str]) -> None:
+    """Print the plan to the terminal: header lines, the main table (rich, markup off: every cell is literal text),
+    the refused rows with their reasons, the model's notes, then where the files are (last line: ``Plan: <dir>``)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(markup=False, highlight=False, emoji=False, soft_wrap=False)
+    if not console.is_terminal:
+        console.width = 200
+    console.print(Text(title, style="bold"))
+    for line in header:
+        console.print(Text(f"  {line}"))
+    frame = main_table(df)
+    table = Table(show_lines=False, header_style="bold")
+    for column in frame.columns:
+        table.add_column(Text(column), justify="left" if column in ("engine", "gc", "fits", "peak in") else "right")
+    for values in frame.itertuples(index=False):
+        table.add_row(*(Text(str(v)) for v in values))
+    console.print(table)
+    for r in refused_table(df).to_dict("records"):
+        keys = " ".join(f"{k}={v}" for k, v in r.items() if k not in ("status", "rule", "reason"))
+        console.print(Text(f"not predicted: {keys}: {r['status']} ({r['rule']}): {r['reason']}"))
+    for n in notes(df):
+        console.print(Text(f"note: {n}"))
+    console.print(Text(f"Plan: {files[0]}" + (f" ({', '.join(files[1:])})" if len(files) > 1 else "")))

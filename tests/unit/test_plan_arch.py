@@ -1,0 +1,90 @@
+"""The torch-free model numbers of sweeper.plan.arch equal what transformers instantiates (real models, CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from sweeper.paths import conf_dir
+from sweeper.plan.arch import Arch, UnknownArchitecture
+
+SMALL = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=500)
+CASES = [
+    ("llama", {**SMALL, "num_key_value_heads": 2}),
+    ("llama", {**SMALL, "num_key_value_heads": 2, "attention_bias": True, "mlp_bias": True, "head_dim": 32}),
+    ("llama", {**SMALL, "tie_word_embeddings": True}),
+    ("mistral", {**SMALL, "num_key_value_heads": 2}),
+    ("qwen2", {**SMALL, "num_key_value_heads": 2}),
+    ("gpt2", dict(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=128)),
+    (
+        "gpt2",
+        dict(n_embd=64, n_layer=3, n_head=4, vocab_size=500, n_positions=64, n_inner=100, tie_word_embeddings=False),
+    ),
+]
+#: The meta device builds any size without memory: the numbers of every shipped config, at full size.
+SHIPPED = sorted(p.stem for p in (conf_dir() / "model").glob("*.yaml"))
+
+
+def _instantiate(model_type: str, config: dict, meta: bool = False) -> torch.nn.Module:
+    cfg = AutoConfig.for_model(model_type, **config)
+    if meta:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(cfg)
+    return AutoModelForCausalLM.from_config(cfg)
+
+
+def _check(arch: Arch, model: torch.nn.Module) -> None:
+    params = list(model.parameters())
+    assert arch.total_params == sum(p.numel() for p in params)
+    assert arch.param_tensors == len(params)
+    assert sorted(arch.param_shapes()) == sorted((p.shape[0], p.numel() // p.shape[0]) for p in params)
+    emb = model.get_input_embeddings().weight
+    out = model.get_output_embeddings()
+    tied = out is not None and out.weight is emb
+    assert arch.tied == tied
+    # the harness's MFU convention (sweeper.job.harness.model_flops_inputs): minus the input embedding, the output
+    # projection counted even when tied
+    assert arch.non_embedding_params == arch.total_params - emb.numel() + (emb.numel() if tied else 0)
+    layer = next(m for m in model.modules() if type(m).__name__.endswith(("DecoderLayer", "Block")))
+    assert arch.layer_params == sum(p.numel() for p in layer.parameters())
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"]
+    assert arch.linear_params == sum(m.weight.numel() for m in linears)
+
+
+@pytest.mark.parametrize(("model_type", "config"), CASES)
+def test_counts_equal_the_instantiated_model(model_type: str, config: dict):
+    _check(Arch.from_config(model_type, config), _instantiate(model_type, config))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_counts_of_every_shipped_model_config_at_full_size_on_the_meta_device(name: str):
+    m = yaml.safe_load((conf_dir() / "model" / f"{name}.yaml").read_text())
+    _check(Arch.from_config(m["model_type"], m["config"]), _instantiate(m["model_type"], m["config"], meta=True))
+
+
+def test_published_sizes():
+    load = lambda n: yaml.safe_load((conf_dir() / "model" / f"{n}.yaml").read_text())  # noqa: E731
+    assert Arch.from_config("llama", load("tiny")["config"]).total_params == 210_240
+    assert Arch.from_config("gpt2", load("gpt2")["config"]).total_params == 124_439_808  # GPT-2 small, 124M
+    assert Arch.from_config("llama", load("llama-2-7b")["config"]).total_params == 6_738_415_616  # Llama-2-7B
+
+
+def test_sharding_splits_every_tensor_on_dim0_with_the_first_ranks_full():
+    arch = Arch.from_config("gpt2", dict(n_embd=64, n_layer=2, n_head=4, vocab_size=501, n_positions=128))
+    assert arch.sharded_params(1) == arch.total_params
+    # 501 rows over 2 ranks: rank 0 holds 251 rows of the embedding
+    assert arch.sharded_params(2) == sum(-(-r // 2) * c for r, c in arch.param_shapes()) > arch.total_params / 2
+
+
+def test_flops_per_token_is_palm():
+    arch = Arch.from_config("llama", SMALL)
+    n = arch.non_embedding_params
+    assert arch.flops_per_token(128) == 6 * n + 12 * 2 * 4 * 16 * 128
+    assert arch.forward_flops_per_token(128) == pytest.approx(arch.flops_per_token(128) / 3)
+
+
+def test_an_unknown_model_type_says_which_are_known():
+    with pytest.raises(UnknownArchitecture, match=r"model_type='t5'.*llama"):
+        Arch.from_config("t5", {})
