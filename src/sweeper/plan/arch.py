@@ -33,6 +33,7 @@ _LLAMA_DEFAULTS: dict[str, Any] = {
     "tie_word_embeddings": False,
     "attention_bias": False,
     "mlp_bias": False,
+    "attention_dropout": 0.0,
 }
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": _LLAMA_DEFAULTS,
@@ -58,6 +59,9 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "vocab_size": 50257,
         "n_positions": 1024,
         "tie_word_embeddings": True,
+        "attn_pdrop": 0.1,
+        "resid_pdrop": 0.1,
+        "embd_pdrop": 0.1,
     },
 }
 #: The model types this module knows.
@@ -81,6 +85,8 @@ class Arch:
         attn_bias: biases on q/k/v/o (llama ``attention_bias``). qkv_bias: biases on q/k/v only (qwen2).
         mlp_bias: biases on the MLP projections.
         max_seq_len: the config's maximum sequence length (tokens), or None.
+        attn_dropout: dropout on the attention probabilities (gpt2 ``attn_pdrop``, llama ``attention_dropout``).
+        resid_dropout: dropout on each residual branch and (``embd_dropout``) on the embeddings (gpt2).
     """
 
     model_type: str
@@ -98,6 +104,9 @@ class Arch:
     qkv_bias: bool = False
     mlp_bias: bool = False
     max_seq_len: int | None = None
+    attn_dropout: float = 0.0
+    resid_dropout: float = 0.0
+    embd_dropout: float = 0.0
 
     @classmethod
     def from_config(cls, model_type: str, config: Mapping[str, Any]) -> Arch:
@@ -128,6 +137,9 @@ class Arch:
                 attn_bias=True,
                 mlp_bias=True,
                 max_seq_len=int(c["n_positions"]),
+                attn_dropout=float(c["attn_pdrop"]),
+                resid_dropout=float(c["resid_pdrop"]),
+                embd_dropout=float(c["embd_pdrop"]),
             )
         h, a = int(c["hidden_size"]), int(c["num_attention_heads"])
         return cls(
@@ -146,6 +158,7 @@ class Arch:
             qkv_bias=bool(c.get("qkv_bias")),
             mlp_bias=bool(c.get("mlp_bias")),
             max_seq_len=int(c["max_position_embeddings"]) if c.get("max_position_embeddings") else None,
+            attn_dropout=float(c.get("attention_dropout") or 0.0),
         )
 
     # ---- parameter counts (elements) ----

@@ -207,7 +207,7 @@ class MemoryEstimate:
     overhead: dict[str, int] = field(default_factory=dict)
 
 
-def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool) -> tuple[float, str]:
+def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool, seq_len: int) -> tuple[float, str]:
     """Bytes the autograd graph keeps per token for the backward pass (all layers, embeddings to final norm).
 
     Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", arXiv:2205.05198)
@@ -233,15 +233,16 @@ def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool) -> tuple[float
     c = lay.compute_bytes
     res = r if (r == FP32) else 0  # a half-precision residual is not saved: the fp32 norm copies are
     if arch.family == "gpt2":
-        # ln_1/ln_2 keep input-normalised (fp32) and mean/rstd; c_attn keeps its input; dropout masks and outputs
-        drop = 1 + r  # mask + output, per element, for each dropout on the residual path
+        # ln_1/ln_2 keep the normalised input (fp32) and mean/rstd; c_attn keeps its input; dropout keeps a mask and
+        # its output
+        drop = (1 + r) * h if arch.resid_dropout else 0
         ln = FP32 * (h + 2)
         cast_in = 2 * h if lay.autocast else c * h
-        attn = cast_in + c * (3 * h) + c * h + FP32 * a + c * h  # input, qkv, sdpa out, lse, merged heads
+        attn = cast_in + c * 3 * h + c * h + FP32 * a  # input, fused qkv, SDPA output, log-sum-exp
         mlp = cast_in + 5 * c * i
-        per_layer = 2 * r * h + 2 * ln + attn + mlp + 2 * drop * h
+        per_layer = 2 * r * h + 2 * ln + attn + mlp + 2 * drop
         final = r * h + ln + (2 * h if lay.autocast else c * h)
-        embed = drop * h
+        embed = (1 + r) * h if arch.embd_dropout else 0
         what = "gpt2 layer: LayerNorm, fused qkv, SDPA, GeLU (5 i), dropout masks"
     else:
         norm_q = FP32 + FP32 * h + (3 * 2 * h if lay.autocast else c * h)  # 1/rms, normalised, q/k/v inputs
@@ -253,6 +254,12 @@ def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool) -> tuple[float
         final = res * h + FP32 + FP32 * h + (2 * h if lay.autocast else c * h)
         embed = 0
         what = "llama layer: RMSNorm, GQA SDPA (no scores), SwiGLU (4 i)"
+    if arch.attn_dropout and lay.device == "cpu":
+        # torch's CPU flash kernel has no dropout: SDPA falls back to its math path, which keeps the softmax output
+        # (fp32), the dropout mask (1 byte) and the dropped probabilities, a·s per token each (Korthikanti's 5as/h
+        # term), and scaled copies of q and k, instead of the log-sum-exp. GPU fused kernels apply dropout inside.
+        per_layer += (FP32 + 1 + FP32) * a * seq_len + 2 * c * h - FP32 * a
+        what += "; CPU math attention with dropout (a·s² probabilities)"
     if gc:
         ckpt = (r if r == FP32 else lay.param_bytes) * h
         return arch.layers * ckpt + final + embed + r * h, f"{what}; checkpointing keeps each layer's input"
@@ -301,7 +308,7 @@ def estimate_memory(
             )
 
     # ---- forward-backward peak: at the loss's backward ----
-    per_token, what = activation_bytes_per_token(arch, lay, spec.gc)
+    per_token, what = activation_bytes_per_token(arch, lay, spec.gc, spec.seq_len)
     terms_fb["activations"] = Term(int(per_token * tokens), f"saved for backward: {what}")
     # HF's ForCausalLMLoss upcasts the logits to fp32; cross-entropy's backward holds the fp32 logits, the
     # log-softmax output and its gradient: 3 x 4 bytes x tokens x vocab, whatever the compute dtype
@@ -319,7 +326,7 @@ def estimate_memory(
     if spec.gc:
         # the other candidate with checkpointing: backward of the first layer, which recomputes one layer's
         # activations while the gradients of every other parameter already exist (the logits are gone by then)
-        one_layer = (activation_bytes_per_token(arch, lay, False)[0] - per_token) / max(1, arch.layers)
+        one_layer = (activation_bytes_per_token(arch, lay, False, spec.seq_len)[0] - per_token) / max(1, arch.layers)
         recompute = dict(terms_fb)
         recompute.pop("logits_loss")
         recompute["activations"] = Term(

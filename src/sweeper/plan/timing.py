@@ -58,6 +58,13 @@ class TimeEstimate:
     mfu: float
 
 
+def step_flops(arch: Arch, *, batch: int, seq_len: int, grad_accum: int, gc: bool) -> float:
+    """FLOPs one device does per optimizer step: tokens × PaLM FLOPs per token, plus one forward per token with
+    full checkpointing (the recompute; hardware FLOPs, not MFU's model FLOPs)."""
+    per_token = arch.flops_per_token(seq_len) + (arch.forward_flops_per_token(seq_len) if gc else 0.0)
+    return batch * seq_len * grad_accum * per_token
+
+
 def comm_bytes_per_step(arch: Arch, lay: Layout, nodes: int, grad_accum: int = 1) -> tuple[float, float]:
     """Bytes one device sends per optimizer step inside its node and across nodes (see the module doc).
 
@@ -117,8 +124,8 @@ def estimate_time(
         raise ValueError(f"peak_flops ({peak_flops}) and efficiency ({efficiency}) must be positive")
     tokens = batch * seq_len * grad_accum
     fpt = arch.flops_per_token(seq_len)
-    step_flops = tokens * (fpt + (arch.forward_flops_per_token(seq_len) if gc else 0.0))
-    compute_s = step_flops / (peak_flops * efficiency)
+    flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc)
+    compute_s = flops / (peak_flops * efficiency)
     intra, inter = comm_bytes_per_step(arch, lay, nodes, grad_accum)
     comm_s: float | None = 0.0
     for volume, bw in ((intra, intra_bw_gb_s), (inter, inter_bw_gb_s)):
@@ -127,4 +134,4 @@ def estimate_time(
     exposed = max(0.0, (comm_s or 0.0) - comm_overlap * compute_s)
     step_s = compute_s + exposed
     tps = tokens / step_s
-    return TimeEstimate(fpt, step_flops, compute_s, intra + inter, comm_s, step_s, tps, tps * fpt / peak_flops)
+    return TimeEstimate(fpt, flops, compute_s, intra + inter, comm_s, step_s, tps, tps * fpt / peak_flops)
