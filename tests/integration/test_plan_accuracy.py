@@ -25,7 +25,7 @@ GPT2_SHAPED = {
     "name": "gpt2-shaped",
     "model_type": "gpt2",
     "decoder_layer": "GPT2Block",
-    "config": {"n_embd": 128, "n_layer": 2, "n_head": 4, "vocab_size": 4000, "n_positions": 256},
+    "config": {"n_embd": 128, "n_layer": 2, "n_head": 4, "vocab_size": 4000, "max_position_embeddings": 256},
 }
 STEPS = dict(warmup_steps=1, timed_steps=3, memory_steps=1, profile_steps=0, profile_trace=False)
 # (model, gc, batch, precision, ranks): precision = model x gc, ranks = model x batch (a 2^(5-2) design)

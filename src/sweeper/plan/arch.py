@@ -64,6 +64,14 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "embd_pdrop": 0.1,
     },
 }
+#: transformers' ``GPT2Config.attribute_map``: the common names, which win over gpt2's own when both are given
+#: (as ``AutoConfig.for_model("gpt2", n_positions=256, max_position_embeddings=2048).n_positions == 2048``).
+_GPT2_ALIASES = {
+    "hidden_size": "n_embd",
+    "max_position_embeddings": "n_positions",
+    "num_attention_heads": "n_head",
+    "num_hidden_layers": "n_layer",
+}
 #: The model types this module knows.
 MODEL_TYPES: tuple[str, ...] = tuple(_FAMILY_DEFAULTS)
 
@@ -121,6 +129,7 @@ class Arch:
             )
         c = {**_FAMILY_DEFAULTS[model_type], **{k: v for k, v in dict(config).items() if v is not None}}
         if model_type == "gpt2":
+            c.update({own: c[alias] for alias, own in _GPT2_ALIASES.items() if alias in c})
             h = int(c["n_embd"])
             return cls(
                 model_type=model_type,
