@@ -8,8 +8,11 @@ A step has two candidate peaks, and the model reports the larger (:attr:`MemoryE
 
 * **forward-backward**, at the start of the backward pass (the loss's backward): parameters (own shard plus what
   is gathered), optimizer states (from the second step on), every saved activation, and the logits/loss buffers;
-* **optimizer step**: parameters, optimizer states, every gradient, and the optimizer's temporaries. A small model
-  with a small vocabulary (GPT-2 on CPU ranks) peaks here, so checkpointing does not move its peak.
+* **end of backward**, through the optimizer step: parameters, optimizer states, every gradient, and the scratch
+  the backward pass holds at its end (measured: a gradient-sized buffer, and with tied embeddings the output head's
+  and the embedding's weight gradients and their sum). The Trainer's fused AdamW and gradient clipping allocate
+  nothing gradient-sized after that. A model whose weights dominate its activations (GPT-2 at short sequences on
+  CPU ranks) peaks here, so checkpointing does not move its peak.
 
 Counters. On GPU the peak is the caching allocator's ``max_memory_allocated``; on CPU it is
 ``torch.distributed._tools.mem_tracker.MemTracker``'s tensor-byte peak, which sees the model's parameters and
@@ -31,6 +34,9 @@ from sweeper.units import GIB
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 FP32 = 4
+#: The two candidate peaks of a step (see the module doc).
+PHASE_LOSS = "forward-backward"
+PHASE_GRADS = "end of backward"
 
 
 @dataclass(frozen=True)
@@ -188,7 +194,7 @@ class MemoryEstimate:
     Attributes:
         peak_bytes: the larger phase peak, in the device's counter (GPU: allocator allocated bytes; CPU:
             MemTracker's tensor bytes, GPU-only terms left out).
-        peak_phase: ``forward-backward`` or ``optimizer step``.
+        peak_phase: :data:`PHASE_LOSS` (``forward-backward``) or :data:`PHASE_GRADS` (``end of backward``).
         terms: the breakdown of the peak phase (name -> :class:`Term`); GPU-only terms are listed on CPU too, with
             ``gpu_only=True``, and not summed.
         other_phase_bytes: the peak of the other phase, same counter.
@@ -342,14 +348,10 @@ def estimate_memory(
         terms_fb["deepspeed_buckets"] = Term(buckets, "DeepSpeed reduce/prefetch buckets (HF 'auto' sizes)", True)
         terms_step["deepspeed_buckets"] = terms_fb["deepspeed_buckets"]
 
-    # ---- optimizer-step peak ----
-    grads_step = st.step_grad_bytes
-    terms_step["grads"] = Term(
-        grads_step, "every gradient this rank holds at the step", gpu_only=lay.deepspeed and not gpu
-    )
-    terms_step["optimizer_temporaries"] = Term(
-        _optimizer_temporaries(st, lay), "AdamW step and gradient clipping scratch (see _optimizer_temporaries)"
-    )
+    # ---- end-of-backward peak: every gradient exists ----
+    terms_step["grads"] = Term(st.step_grad_bytes, "every gradient this rank holds", gpu_only=lay.deepspeed and not gpu)
+    if not lay.deepspeed and st.grad_bytes:
+        terms_step["backward_scratch"] = Term(st.grad_bytes + _tied_head_scratch(arch, lay), _SCRATCH_SOURCE)
 
     def total(terms: dict[str, Term]) -> int:
         return sum(t.bytes for t in terms.values() if gpu or not t.gpu_only)
@@ -358,9 +360,9 @@ def estimate_memory(
         terms_fb = recompute
     fb, step = total(terms_fb), total(terms_step)
     if fb >= step:
-        peak, phase, terms, other = fb, "forward-backward", terms_fb, step
+        peak, phase, terms, other = fb, PHASE_LOSS, terms_fb, step
     else:
-        peak, phase, terms, other = step, "optimizer step", terms_step, fb
+        peak, phase, terms, other = step, PHASE_GRADS, terms_step, fb
     overhead: dict[str, int] = {}
     if gpu:
         overhead["fragmentation"] = int(peak * fragmentation)
@@ -405,11 +407,17 @@ def _deepspeed_buckets(arch: Arch, lay: Layout) -> int:
     return n * lay.param_bytes
 
 
-def _optimizer_temporaries(st: ModelStates, lay: Layout) -> int:
-    """Scratch the optimizer step allocates (bytes): gradient clipping's per-tensor norms are scalars; torch's
-    fused AdamW (the Trainer's default ``adamw_torch_fused``) updates in place. Measured on CPU ranks: one
-    gradient-sized fp32 buffer (the clipped gradients' norm computation upcasts to fp32)."""
-    if lay.deepspeed:
+_SCRATCH_SOURCE = (
+    "held at the end of backward: a gradient-sized fp32 buffer (measured under the HF Trainer on CPU ranks, 1.00 x the "
+    "gradient bytes for GPT-2 and GPT-2-shaped models; not seen in a bare loop), plus, with tied embeddings, the "
+    "output head's and the embedding's weight gradients and their sum before it lands in .grad"
+)
+
+
+def _tied_head_scratch(arch: Arch, lay: Layout) -> int:
+    """With tied input/output embeddings, autograd holds the output head's weight gradient and the embedding's
+    dense gradient until it adds them: two ``V·h`` gradients beyond the one that lands in ``.grad`` (measured: three
+    ``V·h`` fp32 temporaries at the end of backward, one of which becomes the gradient)."""
+    if not arch.tied or lay.sharded:
         return 0
-    grads = st.grad_bytes or 0
-    return grads * FP32 // max(1, lay.param_bytes)
+    return 2 * arch.vocab * arch.hidden * lay.param_bytes

@@ -40,7 +40,7 @@ class Prediction:
         device_mem_bytes: capacity per device (``cluster.gpu_mem_gib``), None when unknown.
         margin: ``plan.memory_margin`` used for ``fits``.
         fits: ``device_bytes <= device_mem_bytes × (1 − margin)``; None when the capacity is unknown.
-        peak_phase: ``forward-backward`` or ``optimizer step``.
+        peak_phase: ``forward-backward`` or ``end of backward`` (sweeper.plan.memory.PHASE_*).
         param_bytes_per_rank, grad_bytes_per_rank, optimizer_state_bytes_per_rank: model states (as measured).
         terms: the breakdown of the peak, bytes (GPU-only terms left out on CPU), plus the GPU overheads.
         max_per_device_batch_size: largest micro-batch that fits (None: capacity unknown; 0: none fits).
