@@ -1,8 +1,9 @@
 """``plan.png``: predicted peak memory per rank (GiB, 2**30 bytes) against predicted throughput (tokens/s per
 device), one marker per predicted point, with each device's memory as a vertical line.
 
-A point's marker says whether it fits: "fits" is decided on the predicted device bytes (peak x (1 + fragmentation)
-+ CUDA context + NCCL, against capacity x (1 - margin)), so a point just left of the memory line may still not fit.
+A point's colour is its engine, its marker its gc value, and it is filled when it fits: "fits" is decided on the
+predicted device bytes (peak x (1 + fragmentation) + CUDA context + NCCL, against capacity x (1 - margin)), so a
+point just left of the memory line may still not fit.
 Points without a throughput prediction (no device peak known) are not drawn; the title says how many. Texts are
 drawn with ``parse_math=False`` (no mathtext from ``$...$`` in a name); matplotlib is imported only here.
 """
@@ -13,20 +14,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.report.fmt import cli
 from sweeper.units import GIB
 
-_STYLE = {True: ("o", "#1f77b4", "fits"), False: ("x", "#d62728", "does not fit"), None: ("s", "gray", "fit unknown")}
+#: Marker per gc value; colour per engine (matplotlib's tab10 cycle, in the plan's order).
+_GC_MARKER = {False: "o", True: "^"}
 
 
 def plan_figure(df: pd.DataFrame, devices: list[tuple[str, float]]) -> object:
-    """The plot as a matplotlib ``Figure`` (no global backend change).
+    """The plot as a matplotlib ``Figure`` (no global backend change): a colour per engine, a marker per gc value,
+    filled when the point fits, hollow when it does not, grey-edged when unknown; one dashed line per device.
 
     Args:
         df: the plan's rows (:func:`sweeper.plan.rows.plan_frame`).
         devices: (label, capacity in GiB) of each device-memory line.
     """
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     planned = df[df["status"] == "planned"]
     x = pd.to_numeric(planned["predicted_peak_bytes"], errors="coerce") / GIB
@@ -34,15 +37,15 @@ def plan_figure(df: pd.DataFrame, devices: list[tuple[str, float]]) -> object:
     drawn = x.notna() & y.notna()
     fig = Figure(figsize=(9, 5.5), layout="constrained")
     ax = fig.subplots(1, 1)
-    fits = [None if v is pd.NA else bool(v) for v in planned["fits"]]
-    for key, (marker, color, label) in _STYLE.items():
-        mask = drawn & pd.Series([f is key for f in fits], index=planned.index)
-        if mask.any():
-            ax.scatter(x[mask], y[mask], marker=marker, color=color, s=50, label=label, zorder=3)
-    if drawn.sum() <= 24:
-        for i in planned.index[drawn]:
-            name = f"{planned.at[i, 'engine']} gc={cli(bool(planned.at[i, 'gc']))}"
-            ax.annotate(name, (x[i], y[i]), xytext=(5, 4), textcoords="offset points", fontsize=7, parse_math=False)
+    engines = list(dict.fromkeys(planned.loc[drawn, "engine"].astype(str)))
+    colors = {e: f"C{i % 10}" for i, e in enumerate(engines)}
+    for i in planned.index[drawn]:
+        fits, color = planned.at[i, "fits"], colors[str(planned.at[i, "engine"])]
+        known = not pd.isna(fits)
+        face = color if known and bool(fits) else "none"
+        edge = color if known else "gray"
+        marker = _GC_MARKER[bool(planned.at[i, "gc"])]
+        ax.scatter([x[i]], [y[i]], marker=marker, s=60, facecolors=face, edgecolors=edge, linewidths=1.5, zorder=3)
     for name, cap in devices:
         ax.axvline(cap, ls="--", color="gray", lw=1)
         ax.text(cap, 0.98, f" {name}", transform=ax.get_xaxis_transform(), fontsize=7, va="top", color="gray",
@@ -53,11 +56,15 @@ def plan_figure(df: pd.DataFrame, devices: list[tuple[str, float]]) -> object:
     ax.set_xlabel("predicted peak memory per rank (GiB)")
     ax.set_ylabel("predicted throughput (tokens/s per device)")
     missing = int((~drawn).sum())
-    title = "Capacity plan: predicted peak memory vs throughput"
-    ax.set_title(title + (f" ({missing} point(s) without a throughput prediction not drawn)" if missing else ""),
-                 fontsize=10)  # fmt: skip
-    if drawn.any():
-        ax.legend(loc="lower right", fontsize=8)
+    title = "Capacity plan: predicted peak memory vs throughput (filled: fits, hollow: does not fit)"
+    ax.set_title(title + (f"; {missing} point(s) without a prediction not drawn" if missing else ""), fontsize=9)
+    handles = [Line2D([], [], ls="", marker="s", color=colors[e], label=e) for e in engines]
+    handles += [
+        Line2D([], [], ls="", marker=m, color="black", markerfacecolor="none", label=f"gc={'true' if g else 'false'}")
+        for g, m in _GC_MARKER.items()
+    ]
+    if handles:
+        ax.legend(handles=handles, loc="lower right", fontsize=7)
     return fig
 
 

@@ -14,6 +14,7 @@ Each point is gated as a SLURM sweep on its cluster would gate it (:func:`sweepe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -22,7 +23,7 @@ import pandas as pd
 
 from sweeper.grid.spec import PointSpec
 from sweeper.plan.grid import engine_label
-from sweeper.point.gate import InvalidPoint, check
+from sweeper.point.gate import InvalidPoint, Target, check
 from sweeper.point.lifecycle import target_for
 from sweeper.units import GIB
 
@@ -73,6 +74,39 @@ COLUMNS: tuple[str, ...] = (
 _GIB_OF = {"predicted_peak_gib": "predicted_peak_bytes", "predicted_device_gib": "predicted_device_bytes"}
 
 
+#: The breakdown's terms in the order a reader adds them up (model states, working sets, activations, buffers, GPU
+#: overheads); a term the model adds later goes after them, in the model's order.
+TERM_ORDER: tuple[str, ...] = (
+    "params",
+    "fp32_master_weights",
+    "grads",
+    "optimizer_states",
+    "gathered_working_set",
+    "activations",
+    "logits_loss",
+    "optimizer_temporaries",
+    "ddp_buckets",
+    "deepspeed_buckets",
+    "fragmentation",
+    "cuda_context",
+    "nccl",
+)
+
+
+#: A breakdown column: ``predicted_<term>_bytes``, not the peak, the device total or the capacity.
+_TERM_COLUMN = re.compile(r"^predicted_(?!(?:peak|device|device_mem)_bytes$)\w+_bytes$")
+
+
+def term_columns(df: pd.DataFrame) -> list[str]:
+    """The breakdown columns of a plan (``predicted_<term>_bytes``: params, activations, ...), in frame order."""
+    return [c for c in df.columns if _TERM_COLUMN.match(c)]
+
+
+def _term_order(column: str) -> int:
+    term = column.removeprefix("predicted_").removesuffix("_bytes")
+    return TERM_ORDER.index(term) if term in TERM_ORDER else len(TERM_ORDER)
+
+
 def _spec_columns(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "model": spec.model,
@@ -100,11 +134,18 @@ def _predicted_columns(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     """The plan's row of one point (see the module doc). Never raises for a point: a refusal is a row, and so is a
-    failure of the model itself (``status="error"``, the exception in ``reason``)."""
+    failure of the model itself (``status="error"``, the exception in ``reason``).
+
+    ``per_device_batch_size=auto`` is planned at the largest batch predicted to fit (1 when none does), and gated
+    at that batch: in a plan, ``auto`` is the model's answer, not the trial-and-error search a sweep runs.
+    """
     from sweeper.plan.predict import predict
 
-    row = _spec_columns(spec, cluster)
     target = target_for(spec, "slurm", dict(cluster))
+    auto = None
+    if spec.batch_search:
+        spec, auto = _resolve_auto(spec, target)
+    row = _spec_columns(spec, cluster)
     try:
         check(replace(spec, prune=False), target)
     except InvalidPoint as e:
@@ -112,9 +153,10 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     try:
         pred = predict(spec, target)
         row.update(status=PLANNED, **_predicted_columns(pred.to_record()))
+        row["predicted_note"] = "; ".join(n for n in (auto, pred.note) if n) or None
         best = pred.max_per_device_batch_size
         if best and best != spec.per_device_batch_size:
-            pred = predict(replace(spec, per_device_batch_size=best), target, with_max_batch=False)
+            pred = predict(spec.with_batch(best), target, with_max_batch=False)
         if best:
             row["predicted_tokens_per_s_per_device_at_max_batch"] = pred.tokens_per_s_per_device
             row["predicted_train_days_at_max_batch"] = pred.train_days
@@ -124,19 +166,38 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _resolve_auto(spec: PointSpec, target: Target) -> tuple[PointSpec, str]:
+    """``spec`` at the largest per-device batch predicted to fit on ``target`` (1 when none does or the model cannot
+    say), and the note that says so."""
+    from sweeper.plan.predict import max_batch_size
+
+    try:
+        best = max_batch_size(spec.with_batch(1), target)
+    except Exception:  # noqa: BLE001 - a point the gate will refuse may not be modelled: planned at 1, then gated
+        best = None
+    if best:
+        return spec.with_batch(best), "per_device_batch_size=auto: the largest batch predicted to fit"
+    return spec.with_batch(1), "per_device_batch_size=auto: no batch is predicted to fit (planned at 1)"
+
+
 def plan_frame(points: Sequence[tuple[PointSpec, Mapping[str, Any]]]) -> pd.DataFrame:
-    """The plan: one row per ``(spec, cluster)`` in order, columns :data:`COLUMNS` then the model's other
-    ``predicted_*`` columns; ``*_bytes`` and batch columns as nullable integers, ``fits`` and ``gc`` as nullable
-    booleans, GiB columns = bytes / 2**30."""
+    """The plan: one row per ``(spec, cluster)`` in order. Columns: :data:`COLUMNS`, the model's other
+    ``predicted_*`` columns (every :class:`~sweeper.plan.predict.Prediction` field, even when no row was predicted),
+    then the breakdown's ``predicted_<term>_bytes`` in :data:`TERM_ORDER`. Byte, batch and ``zero`` columns are
+    nullable integers, ``fits`` and ``gc`` nullable booleans, GiB columns = bytes / 2**30."""
+    from sweeper.plan.predict import Prediction
+
     rows = [plan_row(spec, cluster) for spec, cluster in points]
-    extra: dict[str, None] = {}
+    seen = dict.fromkeys(_predicted_columns(Prediction().to_record()))
     for row in rows:
-        extra.update((k, None) for k in row if k not in COLUMNS)
-    df = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
+        seen.update(dict.fromkeys(row))
+    rest = [k for k in seen if k not in COLUMNS]
+    terms = sorted((k for k in rest if _TERM_COLUMN.match(k)), key=_term_order)
+    df = pd.DataFrame(rows, columns=[*COLUMNS, *(k for k in rest if k not in terms), *terms])
     for name, source in _GIB_OF.items():
         df[name] = pd.to_numeric(df[source], errors="coerce") / GIB
     for name in df.columns:
-        if name.endswith("_bytes") or name in ("max_per_device_batch_size", "zero"):
+        if name.endswith(("_bytes", "_bytes_per_rank")) or name in ("max_per_device_batch_size", "zero"):
             df[name] = pd.to_numeric(df[name], errors="coerce").round().astype("Int64")
         elif name in ("fits", "gc"):
             df[name] = df[name].astype("boolean")

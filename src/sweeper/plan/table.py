@@ -9,7 +9,6 @@ with rich's markup off.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ import pandas as pd
 
 from sweeper.grid.schema import PlanConfig
 from sweeper.grid.spec import PointSpec
+from sweeper.plan.rows import term_columns
 from sweeper.report import md
 from sweeper.report.fmt import MISSING, cli, missing, num, text
 from sweeper.units import GIB
@@ -42,13 +42,6 @@ ASSUMPTIONS: dict[str, str] = {
     "cuda_context_gib": "CUDA context per process, GiB (GPU, outside the allocator)",
     "nccl_gib": "NCCL buffers per rank when world size > 1, GiB (GPU)",
 }
-_NOT_TERMS = {"peak", "device", "device_mem"}
-_TERM = re.compile(r"^predicted_(\w+)_bytes$")
-
-
-def term_columns(df: pd.DataFrame) -> list[str]:
-    """The breakdown columns of the plan (``predicted_<term>_bytes``: params, activations, ...), in model order."""
-    return [c for c in df.columns if (m := _TERM.match(c)) and m.group(1) not in _NOT_TERMS]
 
 
 def varying(df: pd.DataFrame) -> list[str]:
@@ -57,7 +50,11 @@ def varying(df: pd.DataFrame) -> list[str]:
 
 
 def _gib(v: Any) -> str:
-    return MISSING if missing(v) else f"{float(v) / GIB:,.2f}"
+    """Bytes as GiB: two decimals from 0.01 GiB up, else three significant digits (a tiny model's 0.00123)."""
+    if missing(v):
+        return MISSING
+    x = float(v) / GIB
+    return f"{x:,.2f}" if x >= 0.01 or x == 0 else f"{x:.3g}"
 
 
 def _fits(v: Any) -> str:
@@ -105,18 +102,15 @@ def main_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def breakdown_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Display strings of the memory breakdown at each predicted row's peak, GiB per term, plus the model states
-    each rank holds."""
+    """Display strings of the memory breakdown at each predicted row's peak: GiB per term (``plan.csv``'s
+    ``predicted_<term>_bytes``), then their sum, the bytes that must fit on the device."""
     planned = df[df["status"] == "planned"]
     out = _keys(planned)
     for column in term_columns(df):
-        out[_TERM.match(column).group(1).replace("_", " ")] = [_gib(v) for v in planned[column]]
-    for column, header in (
-        ("predicted_param_bytes_per_rank", "params per rank"),
-        ("predicted_grad_bytes_per_rank", "grads per rank"),
-        ("predicted_optimizer_state_bytes_per_rank", "optimizer states per rank"),
-    ):
-        out[header] = [_gib(v) for v in planned[column]]
+        out[column.removeprefix("predicted_").removesuffix("_bytes").replace("_", " ")] = [
+            _gib(v) for v in planned[column]
+        ]
+    out["total on device"] = [_gib(v) for v in planned["predicted_device_bytes"]]
     return out
 
 
@@ -147,8 +141,8 @@ def header_lines(points: Sequence[tuple[PointSpec, Mapping[str, Any]]], df: pd.D
             a = Arch.from_config(spec.model_type, spec.model_config)
             lines.append(
                 f"Model {spec.model} ({spec.model_type}): {a.total_params / 1e9:.2f} B parameters "
-                f"({a.total_params:,}), {a.layers} layers, hidden {a.hidden}, {a.heads} heads ({a.kv_heads} key/value), "
-                f"vocabulary {a.vocab:,}"
+                f"({a.total_params:,}), {a.layers} layers, hidden {a.hidden}, {a.heads} heads "
+                f"({a.kv_heads} key/value), vocabulary {a.vocab:,}"
             )
         except (UnknownArchitecture, KeyError, TypeError, ValueError) as e:
             lines.append(f"Model {spec.model} ({spec.model_type}): no parameter count ({e})")
@@ -192,10 +186,14 @@ def _cluster_lines(name: Any, cluster: Mapping[str, Any], rows: pd.DataFrame, pl
         out.append(f"Device peak {precision}: {peak} ({text(source)})")
     intra, inter = cluster.get("intra_node_bandwidth_gb_s"), cluster.get("inter_node_bandwidth_gb_s")
     out.append(
-        f"Collective bandwidth per device (NCCL busbw, GB/s = 10^9 bytes/s): {text(intra)} inside a node, "
-        f"{text(inter)} across nodes"
+        f"Collective bandwidth per device (NCCL busbw, GB/s = 10^9 bytes/s): {_bw(intra)} inside a node, "
+        f"{_bw(inter)} across nodes"
     )
     return out
+
+
+def _bw(v: Any) -> str:
+    return "unknown (communication not modelled)" if missing(v) else f"{float(v):g} GB/s"
 
 
 def _tokens(series: pd.Series) -> str:
@@ -236,22 +234,31 @@ def print_plan(title: str, header: Sequence[str], df: pd.DataFrame, files: Seque
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(markup=False, highlight=False, emoji=False, soft_wrap=False)
-    if not console.is_terminal:
-        console.width = 200
+    console = Console(markup=False, highlight=False, emoji=False)
+    if not console.is_terminal:  # a pipe or a file: keep the table's rows whole
+        console.width = 240
     console.print(Text(title, style="bold"))
     for line in header:
-        console.print(Text(f"  {line}"))
+        console.print(Text(f"  {line}"), soft_wrap=True)
     frame = main_table(df)
-    table = Table(show_lines=False, header_style="bold")
-    for column in frame.columns:
-        table.add_column(Text(column), justify="left" if column in ("engine", "gc", "fits", "peak in") else "right")
-    for values in frame.itertuples(index=False):
-        table.add_row(*(Text(str(v)) for v in values))
-    console.print(table)
-    for r in refused_table(df).to_dict("records"):
-        keys = " ".join(f"{k}={v}" for k, v in r.items() if k not in ("status", "rule", "reason"))
-        console.print(Text(f"not predicted: {keys}: {r['status']} ({r['rule']}): {r['reason']}"))
+    if len(frame):
+        table = Table(show_lines=False, header_style="bold")
+        for column in frame.columns:
+            left = column in ("engine", "gc", "fits", "peak in") or column in VARYING
+            table.add_column(Text(column), justify="left" if left else "right")
+        for values in frame.itertuples(index=False):
+            table.add_row(*(Text(str(v)) for v in values))
+        console.print(table)
+    else:
+        console.print(Text("No point was predicted: every point was refused before the model (below)."))
+    refused = refused_table(df)
+    for (status, rule, reason), grp in refused.groupby(["status", "rule", "reason"], sort=False):
+        points = "; ".join(
+            " ".join(f"{k}={v}" for k, v in r.items())
+            for r in grp.drop(columns=["status", "rule", "reason"]).to_dict("records")
+        )
+        console.print(Text(f"not predicted, {status} ({rule}), {len(grp)} point(s): {reason}"), soft_wrap=True)
+        console.print(Text(f"  {points}"), soft_wrap=True)
     for n in notes(df):
-        console.print(Text(f"note: {n}"))
-    console.print(Text(f"Plan: {files[0]}" + (f" ({', '.join(files[1:])})" if len(files) > 1 else "")))
+        console.print(Text(f"note: {n}"), soft_wrap=True)
+    console.print(Text(f"Plan: {files[0]}" + (f" ({', '.join(files[1:])})" if len(files) > 1 else "")), soft_wrap=True)

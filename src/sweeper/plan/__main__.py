@@ -1,0 +1,53 @@
+"""``python -m sweeper.plan model=<name> cluster=<name> seq_len=<tokens> [key=value ...] [-m key=a,b ...]``:
+capacity planning before anything runs.
+
+A Hydra app on the same config tree and typed schema as ``python -m sweeper`` (primary config ``conf/plan.yaml``):
+the same keys, groups and override syntax, so a plan and a sweep name the same model, cluster and point. For every
+point of the planning grid (:mod:`sweeper.plan.grid`: what ``-m`` sweeps, crossed with the default engines x gc on
+the keys not named) it prints and writes the predicted peak memory per rank with its breakdown, whether it fits,
+the largest per-device batch that fits, tokens/s per device, MFU, and days and GPU-hours for ``train_tokens``.
+Files: ``plan.csv``, ``plan.md``, ``plan.png`` in ``plans/<date>_<time>_<id>/`` (Hydra's run or sweep dir).
+
+Nothing is launched and torch is never imported. Exit status: 0 once the plan is written, whatever it says (a point
+that does not fit is an answer); 2 when ``seq_len`` is missing; Hydra's 1 for a value the schema refuses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from sweeper.grid.schema import register_configs
+from sweeper.paths import conf_dir
+from sweeper.results.sweepdir import register_resolver
+
+register_configs()
+register_resolver()
+ConfigStore.instance().store(
+    group="hydra/sweeper",
+    name="sweeper_plan",
+    node={"_target_": "hydra_plugins.sweeper_plan.SweeperPlanSweeper", "max_batch_size": None, "params": None},
+)
+
+
+@hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="plan")
+def main(cfg: DictConfig) -> None:
+    """Hydra task function of a single run (without ``-m``): plan ``cfg`` crossed with the default grid. A
+    multirun never calls it (``hydra_plugins.sweeper_plan`` plans the whole sweep at once)."""
+    from sweeper.plan.app import plan_run
+
+    hc = HydraConfig.get()
+    plan_run(cfg, list(hc.overrides.task), Path(hc.run.dir))
+
+
+def cli() -> None:
+    """Entry point of ``python -m sweeper.plan``."""
+    main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,134 @@
+"""What ``python -m sweeper.plan`` does once Hydra has composed its points: expand the default planning grid
+(:mod:`sweeper.plan.grid`), gate and predict every point (:mod:`sweeper.plan.rows`), write ``plan.csv``, ``plan.md``
+and ``plan.png`` into the output directory, and print the table.
+
+Two entries, one per Hydra mode: :func:`plan_run` (a single run: the composed config, crossed with the default
+grid) and :func:`plan_multirun` (``-m``: every point of the sweep, from ``hydra_plugins.sweeper_plan``). Nothing is
+launched and nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+#: File names in the output directory.
+CSV, MARKDOWN, PNG = "plan.csv", "plan.md", "plan.png"
+#: Exit status when the command line lacks a value the plan needs (like the main app's refusal before launch).
+EXIT_USAGE = 2
+#: Keys every plan needs from the command line (or a named grid's ``hydra.sweeper.params``).
+REQUIRED = ("model", "cluster", "seq_len")
+
+
+def plan_run(cfg: DictConfig, overrides: Sequence[str], out_dir: Path) -> pd.DataFrame:
+    """Plan one composed config crossed with the default grid on the keys ``overrides`` do not name.
+
+    Returns:
+        The plan's rows (also written to ``out_dir``).
+    """
+    from sweeper.plan.grid import expand, named_keys
+
+    return make_plan(expand([cfg], named_keys(overrides)), out_dir)
+
+
+def plan_multirun(
+    config_loader: Any, master_config: DictConfig, points: Sequence[Sequence[str]], named: set[str]
+) -> pd.DataFrame:
+    """Plan every point of a multirun (``points``: one override list per point, as Hydra's basic sweeper expands
+    them), each crossed with the default grid on the keys not ``named``; files go to ``hydra.sweep.dir``.
+
+    Raises:
+        hydra.errors.ConfigCompositionException: a point that does not compose.
+    """
+    from sweeper.grid.compose import compose_points
+    from sweeper.plan.grid import expand
+
+    configs = compose_points(config_loader, master_config, points)
+    return make_plan(expand(configs, named), Path(master_config.hydra.sweep.dir))
+
+
+class RequireCallback(Callback):
+    """Hydra callback (``conf/plan.yaml``): before Hydra makes any directory, :func:`require` the keys a plan
+    needs from the command line (a multirun: or from ``hydra.sweeper.params``, as a named grid gives them)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from sweeper.plan.grid import named_keys
+
+        require(named_keys(config.hydra.overrides.task))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from sweeper.plan.grid import named_keys
+
+        params = config.hydra.sweeper.get("params") or {}
+        require(named_keys(config.hydra.overrides.task) | set(params))
+
+
+def require(named: set[str]) -> None:
+    """Exit with :data:`EXIT_USAGE` and a message naming what is missing when ``named`` (the keys the command line
+    gives) lacks one of :data:`REQUIRED` (``conf/plan.yaml`` cannot make them mandatory: its defaults, the schema's,
+    would fill them in)."""
+    missing = [k for k in REQUIRED if k not in named]
+    if not missing:
+        return
+    from sweeper.paths import conf_dir
+
+    lines = [f"sweeper.plan: give {', '.join(f'{k}=' for k in missing)} on the command line"]
+    for group in ("model", "cluster"):
+        if group in missing:
+            names = sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+            lines.append(f"  {group}=<one of: {', '.join(names)}>")
+    if "seq_len" in missing:
+        lines.append("  seq_len=<tokens per sample>")
+    lines.append("  e.g. python -m sweeper.plan model=llama-2-7b cluster=h100-80gb seq_len=4096")
+    print("\n".join(lines), file=sys.stderr)
+    sys.exit(EXIT_USAGE)
+
+
+def make_plan(configs: Sequence[DictConfig], out_dir: Path) -> pd.DataFrame:
+    """Gate and predict every config, write the files into ``out_dir`` (created) and print the plan.
+
+    Returns:
+        The plan's rows (:func:`sweeper.plan.rows.plan_frame`).
+    """
+    from sweeper.plan.grid import plan_points
+    from sweeper.plan.plot import plot_png
+    from sweeper.plan.rows import plan_frame
+    from sweeper.plan.table import header_lines, markdown, print_plan
+
+    points = plan_points(configs)
+    df = plan_frame(points)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = [str(out_dir / name) for name in (MARKDOWN, CSV, PNG)]
+    df.to_csv(out_dir / CSV, index=False)
+    header = header_lines(points, df)
+    title = _title(df)
+    command = " ".join(["python -m sweeper.plan", *(shlex.quote(a) for a in sys.argv[1:])])
+    (out_dir / MARKDOWN).write_text(markdown(title, command, header, df, files), encoding="utf-8")
+    plot_png(df, _devices(points), out_dir / PNG)
+    print_plan(title, header, df, files)
+    return df
+
+
+def _title(df: pd.DataFrame) -> str:
+    models = ", ".join(dict.fromkeys(df["model"].astype(str)))
+    clusters = ", ".join(dict.fromkeys(df["cluster"].astype(str)))
+    return f"Capacity plan: {models} on {clusters}"
+
+
+def _devices(points: Sequence[tuple[Any, dict[str, Any]]]) -> list[tuple[str, float]]:
+    """(label, GiB) of each cluster's device memory for the plot: torch's GiB and the vendor's label."""
+    out = {}
+    for _, c in points:
+        gib = c.get("gpu_mem_gib")
+        if gib:
+            vendor = f', sold as "{c["gpu_mem_vendor_gb"]:g} GB"' if c.get("gpu_mem_vendor_gb") else ""
+            out[(c.get("name"), gib)] = (f"{c.get('name')}: {gib:g} GiB{vendor}", float(gib))
+    return list(out.values())

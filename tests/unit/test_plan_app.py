@@ -1,0 +1,127 @@
+"""``python -m sweeper.plan`` in-process: the planning grid, the rows, the files. Configs are composed by Hydra from
+``conf/plan.yaml`` and the real catalogue; every prediction is the real model's (:mod:`sweeper.plan.predict`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.utils import create_config_search_path
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+
+import sweeper.plan.__main__  # noqa: F401 - registers hydra/sweeper=sweeper_plan, which conf/plan.yaml selects
+from sweeper.paths import conf_dir
+from sweeper.plan.app import make_plan
+from sweeper.plan.grid import ENGINES, default_axes, engine_label, expand, named_keys, plan_points
+from sweeper.plan.rows import COLUMNS, plan_frame, term_columns
+from sweeper.units import GIB
+
+BASE = ["model=llama-2-7b", "cluster=h100-80gb", "seq_len=4096"]
+#: The columns the issue's interface promises in plan.csv.
+INTERFACE = [
+    "fsdp",
+    "zero",
+    "gc",
+    "precision",
+    "fits",
+    "max_per_device_batch_size",
+    "predicted_peak_bytes",
+    "predicted_tokens_per_s_per_device",
+]
+
+
+@pytest.fixture(scope="module")
+def loader():
+    GlobalHydra.instance().clear()
+    return ConfigLoaderImpl(config_search_path=create_config_search_path(str(conf_dir())))
+
+
+def plan(loader, *overrides: str) -> pd.DataFrame:
+    """The plan of one command line without ``-m`` (what the task function does, without the files)."""
+    cfg = loader.load_configuration("plan", overrides=list(overrides), run_mode=RunMode.RUN)
+    return plan_frame(plan_points(expand([cfg], named_keys(overrides))))
+
+
+def test_without_grid_keys_the_plan_covers_six_engines_with_and_without_checkpointing():
+    combos = default_axes(named_keys(BASE))
+    assert len(combos) == len(ENGINES) * 2 == 12
+    assert {engine_label(c["fsdp"], c["zero"]) for c in combos} == {
+        "DDP",
+        "ZeRO-1",
+        "ZeRO-2",
+        "ZeRO-3",
+        "FSDP full_shard",
+        "FSDP shard_grad_op",
+    }
+
+
+@pytest.mark.parametrize(
+    ("overrides", "n"),
+    [(["gc=true"], 6), (["fsdp=full_shard"], 2), (["zero=3", "gc=false"], 1), (["+fsdp=none", "~gc"], 1)],
+)
+def test_a_grid_key_given_on_the_command_line_replaces_that_axis_of_the_default_grid(overrides, n):
+    assert len(default_axes(named_keys([*BASE, *overrides]))) == n
+
+
+def test_llama_2_7b_on_8_h100_has_a_row_per_grid_point_with_the_interface_columns(loader):
+    df = plan(loader, *BASE)
+    assert len(df) == 12 and set(INTERFACE) <= set(df.columns) and list(df.columns[: len(COLUMNS)]) == list(COLUMNS)
+    assert (df["status"] == "planned").all()
+    assert (df["world_size"] == 8).all() and (df["ranks_per_node"] == 8).all()  # one node of the cluster's 8 GPUs
+    assert (df["predicted_device_mem_bytes"] == int(79.19 * GIB)).all()
+    ddp = df[(df["fsdp"] == "none") & (df["zero"] == 0)]
+    assert not ddp["fits"].any() and (ddp["max_per_device_batch_size"] == 0).all()  # 16 bytes/param do not fit
+    sharded = df[df["fsdp"] == "full_shard"]
+    assert sharded["fits"].all() and (sharded["max_per_device_batch_size"] >= 1).all()
+    assert (df["predicted_tokens_per_s_per_device"] > 0).all() and (df["predicted_train_days"] > 0).all()
+    # the breakdown adds up to what must fit on the device
+    terms = df[term_columns(df)].fillna(0).sum(axis=1)
+    assert (terms == df["predicted_device_bytes"]).all()
+
+
+def test_nodes_and_ranks_per_node_are_point_keys_that_override_the_clusters_node(loader):
+    df = plan(loader, *BASE, "nodes=2", "ranks_per_node=4", "gc=true", "fsdp=full_shard")
+    assert df[["nodes", "ranks_per_node", "world_size"]].values.tolist() == [[2, 4, 8]]
+
+
+def test_a_combination_the_gate_refuses_is_a_row_with_the_reason_and_no_prediction(loader):
+    df = plan(loader, *BASE, "fsdp=full_shard", "zero=3", "gc=true")
+    row = df.iloc[0]
+    assert (row["status"], row["rule"]) == ("invalid", "G04")
+    assert "fsdp=full_shard together with zero=3" in row["reason"]
+    assert pd.isna(row["fits"]) and pd.isna(row["predicted_peak_bytes"])
+
+
+def test_bf16_on_v100_is_refused_and_fp16_is_planned(loader):
+    refused = plan(loader, "model=llama-3.2-1b", "cluster=v100-32gb", "seq_len=2048", "gc=true")
+    assert set(refused["status"]) == {"unsupported"} and set(refused["rule"]) == {"H03"}
+    planned = plan(loader, "model=llama-3.2-1b", "cluster=v100-32gb", "seq_len=2048", "gc=true", "precision=fp16")
+    assert (planned["status"] == "planned").all() and (planned["predicted_tokens_per_s_per_device"] > 0).all()
+
+
+def test_an_unknown_device_peak_leaves_throughput_empty_and_says_why(loader):
+    df = plan(loader, *BASE, "gc=true", "fsdp=full_shard", "cluster.gpu_name=Mystery Accelerator 9000")
+    row = df.iloc[0]
+    assert row["status"] == "planned" and bool(row["fits"]) is True  # memory is still predicted
+    assert pd.isna(row["predicted_tokens_per_s_per_device"]) and pd.isna(row["predicted_train_days"])
+    assert "unknown device 'Mystery Accelerator 9000'" in row["predicted_note"]
+
+
+def test_per_device_batch_size_auto_plans_the_largest_batch_predicted_to_fit(loader):
+    df = plan(loader, *BASE, "gc=true", "fsdp=full_shard", "per_device_batch_size=auto")
+    row = df.iloc[0]
+    assert row["per_device_batch_size"] == row["max_per_device_batch_size"] >= 1 and bool(row["fits"]) is True
+
+
+def test_the_files_escape_outside_text_and_label_both_memory_units(loader, tmp_path, capsys):
+    name = "NVIDIA H100 80GB HBM3 *bold* [x](y) <b>|"
+    cfg = loader.load_configuration("plan", overrides=[*BASE, f"cluster.gpu_name='{name}'"], run_mode=RunMode.RUN)
+    df = make_plan(expand([cfg], named_keys([*BASE, "gc=true", "fsdp=full_shard"])), tmp_path)
+    text = (tmp_path / "plan.md").read_text()
+    assert r"NVIDIA H100 80GB HBM3 \*bold\* \[x\](y) \<b\>\|" in text
+    assert "79.19 GiB per device as torch reports it" in text and 'the vendor labels it "80 GB"' in text
+    assert (tmp_path / "plan.png").stat().st_size > 0
+    assert pd.read_csv(tmp_path / "plan.csv")["predicted_peak_bytes"].tolist() == df["predicted_peak_bytes"].tolist()
+    out = capsys.readouterr().out
+    assert name in out and out.strip().splitlines()[-1].startswith(f"Plan: {tmp_path / 'plan.md'}")
