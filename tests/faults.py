@@ -78,3 +78,27 @@ class StopRankEarly(TrainerCallback):
         # global_step counts the optimizer steps finished, this one included
         if state.global_step == self.at_step and _mine(self.rank):
             control.should_training_stop = True
+
+
+class FakeActivationOnOneRank(TrainerCallback):
+    """Rank ``rank`` alone holds ``bytes_per_sample`` x the batch more tensor bytes from the middle of each forward
+    (a pre-hook on decoder layer ``layer``) to the end of the step: a fake per-rank activation, so that only this rank
+    crosses a device budget, mid-step, while the other ranks go on into the step's collectives."""
+
+    def __init__(self, bytes_per_sample: int, rank: int = 1, layer: int = 1) -> None:
+        self.bytes_per_sample, self.rank, self.layer = bytes_per_sample, rank, layer
+        self.batch = 0
+        self.held: list[torch.Tensor] = []
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if not _mine(self.rank):
+            return
+        self.batch = args.per_device_train_batch_size
+        layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+        layers[self.layer].register_forward_pre_hook(self._hold)
+
+    def _hold(self, module, args):
+        self.held.append(torch.empty(self.batch * self.bytes_per_sample, dtype=torch.uint8))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.held.clear()

@@ -49,13 +49,14 @@ def main(cfg: DictConfig) -> str:
     info = read_sweep(sweep_dir)
     index = hc.job.num if multirun else 0
     sweep_id = info.get("sweep_id", sweep_dir.name)
+    cluster = None
     try:
         with announce(index, info.get("n_points"), overrides):
             rerun = frozenset(cfg.launcher.rerun_statuses)
             cluster = OmegaConf.to_container(cfg.cluster, resolve=True)
             record = run_point(spec, overrides, sweep_dir, sweep_id, rerun, cluster=cluster)
     except Exception as e:  # noqa: BLE001 - a point never ends the grid, not even through a bug of sweeper's own
-        record = internal_error(spec, overrides, sweep_dir, sweep_id, e)
+        record = internal_error(spec, overrides, sweep_dir, sweep_id, e, cluster=cluster)
     finished(index, info.get("n_points"), overrides, record)
     if not multirun:
         _single_status.append(record.status)

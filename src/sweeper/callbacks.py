@@ -32,14 +32,15 @@ def grid_size(config: DictConfig) -> int | None:
 
 
 class ReportCallback(Callback):
-    """Opens ``sweep.json`` at the start; writes results.csv/parquet, report.md/html and frontier.png at the end and
-    prints the report's path as the last line."""
+    """Opens ``sweep.json`` at the start; writes results.csv/parquet, report.md/html and frontier.png at the end,
+    prints capacity planning's summary and then the report's path as the last line."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         open_sweep(Path(config.hydra.sweep.dir), "multirun", grid_size(config), list(config.hydra.overrides.task))
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single point: the gate runs before Hydra creates any directory; a refusal exits 2, no rank starts."""
+        """A single point: the gate runs before Hydra creates any directory; a refusal (invalid, unsupported, or
+        pruned with ``prune=true``) exits 2, no rank starts."""
         from sweeper.grid.spec import from_config
         from sweeper.point.gate import InvalidPoint, check
         from sweeper.point.lifecycle import target_for
@@ -61,7 +62,16 @@ class ReportCallback(Callback):
 
 
 def _report(sweep_dir: Path) -> None:
+    """Build the report, print capacity planning's summary (the model's error over the sweep, the calibrated
+    efficiency, pruned points; plain text), then the report's path as the last line."""
     from sweeper.report import build_report
+    from sweeper.report.predicted import terminal_lines
 
     path = build_report(sweep_dir)
+    try:
+        lines = terminal_lines(sweep_dir)
+    except Exception as e:  # noqa: BLE001 - the summary is extra; the report's path must be printed
+        lines = [f"(no prediction summary: {type(e).__name__}: {e})"]
+    for line in lines:
+        print(line, flush=True)
     print(f"Report: {path}", flush=True)

@@ -10,6 +10,7 @@ import pytest
 
 from sweeper.results.frontier import pareto_frontier
 from tests.conftest import run_sweeper
+from tests.plan_checks import assert_states_and_peak_predicted
 
 pytestmark = pytest.mark.slow
 
@@ -129,3 +130,8 @@ def test_each_rank_leaves_a_profiler_trace_and_top_ops_table(sweep):
         for rank in (0, 1):
             assert (pdir / f"trace_rank{rank}.json").stat().st_size > 1000
             assert "Self CPU" in (pdir / f"top_ops_rank{rank}.txt").read_text()
+
+
+def test_the_memory_model_predicts_ddp_and_fsdp_states_and_peak(sweep):
+    """Per-rank model states within 2 % and the CPU peak within 15 % (sweeper.plan.memory), gc on and off."""
+    assert_states_and_peak_predicted(sweep.records())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run_sweeper
+from tests.plan_checks import assert_states_and_peak_predicted
 
 pytestmark = pytest.mark.slow
 
@@ -52,3 +53,8 @@ def test_losses_agree_across_zero_stages(sweep):
     """Fixed seed, fp32: every sharding strategy trains the same model (same loss, less memory per rank)."""
     losses = [sweep.by(zero=s).metrics["loss_last"] for s in (0, 1, 2, 3)]
     assert max(losses) - min(losses) < 1e-3
+
+
+def test_the_memory_model_predicts_each_stage_s_states_and_peak(sweep):
+    """Per-rank model states within 2 % and the CPU peak within 15 % (sweeper.plan.memory), on the measured points."""
+    assert_states_and_peak_predicted(sweep.records())

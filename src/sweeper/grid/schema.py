@@ -1,11 +1,11 @@
 """The typed configuration schema, registered in Hydra's ConfigStore.
 
 The YAML files in ``conf/`` give the defaults; this schema gives every key its type, so Hydra refuses a misspelt
-value (``precision=bf61``) or a wrong type (``per_device_batch_size=four``) for *every* point of a grid before any
-job starts. Cross-key rules (FSDP together with ZeRO, sequence length over the model's maximum, ...) live in
-:mod:`sweeper.point.gate`. Names follow ``TrainingArguments`` (``fsdp``, ``fsdp_config``,
-``per_device_train_batch_size`` is spelled ``per_device_batch_size`` here as in the product brief) and DeepSpeed
-(``zero`` is ``zero_optimization.stage``).
+value (``precision=bf61``) or a wrong type (``gc=maybe``; ``per_device_batch_size=four`` through
+:func:`batch_size_error`) for *every* point of a grid before any job starts. Cross-key rules (FSDP together with
+ZeRO, sequence length over the model's maximum, ...) live in :mod:`sweeper.point.gate`. Names follow
+``TrainingArguments`` (``fsdp``, ``fsdp_config``, ``per_device_train_batch_size`` is spelled
+``per_device_batch_size`` here as in the product brief) and DeepSpeed (``zero`` is ``zero_optimization.stage``).
 
 This module imports neither torch nor transformers: composing a 1,000-point grid must not wait for them.
 """
@@ -166,8 +166,9 @@ class SweeperConfig:
     zero: int = 0
     # extra keys merged into the generated DeepSpeed config
     deepspeed_config: dict[str, Any] = field(default_factory=dict)
-    # per-device micro-batch (TrainingArguments.per_device_train_batch_size), samples
-    per_device_batch_size: int = 4
+    # per-device micro-batch (TrainingArguments.per_device_train_batch_size), samples; "auto" = the largest that fits
+    # (docs/batch-search.md). A str other than "auto" is refused by batch_size_error (grid and gate).
+    per_device_batch_size: int | str = 4
     # tokens per sample
     seq_len: int = 128
     # TrainingArguments.gradient_accumulation_steps
@@ -206,7 +207,7 @@ class SweeperConfig:
 
 #: Keys shown in ``--help`` with a placeholder instead of a value list (what their numbers mean).
 _HELP_PLACEHOLDERS = {
-    "per_device_batch_size": "N",
+    "per_device_batch_size": "N|auto",
     "seq_len": "TOKENS",
     "grad_accum": "N",
     "ranks_per_node": "N",
@@ -222,6 +223,23 @@ _HELP_PLACEHOLDERS = {
 }
 #: DeepSpeed ZeRO stages (``zero_optimization.stage``); 0 = DeepSpeed off.
 ZERO_STAGES = (0, 1, 2, 3)
+#: ``per_device_batch_size=auto``: search the largest per-device batch that fits (docs/batch-search.md).
+AUTO_BATCH = "auto"
+
+
+def batch_size_error(value: object) -> str | None:
+    """Why ``value`` is not a ``per_device_batch_size``, or None: an int (samples; the gate checks it is >= 1) or
+    :data:`AUTO_BATCH`. OmegaConf's structured configs cannot type ``int | Literal["auto"]``, so the schema types the
+    key ``int | str`` and this refuses any other string (``per_device_batch_size=four``) for a whole grid before any
+    job starts (:func:`sweeper.grid.compose.compose_points`) and for a single point at the gate (rule G02)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None
+    if value == AUTO_BATCH:
+        return None
+    return (
+        f"per_device_batch_size={value!r} is not a number of samples: use an integer >= 1, or "
+        f"per_device_batch_size={AUTO_BATCH} to search the largest that fits"
+    )
 
 
 def help_keys(width: int = 110) -> str:

@@ -10,7 +10,7 @@ No torch import here: validating a large grid must stay fast.
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 # Config keys that hold a model's maximum sequence length, by transformers' naming.
@@ -36,7 +36,7 @@ class PointSpec:
     model_dtype: str
     zero: int
     deepspeed_config: dict[str, Any]
-    per_device_batch_size: int
+    per_device_batch_size: int | str  # samples, or "auto" (search the largest that fits)
     seq_len: int
     grad_accum: int
     ranks_per_node: int
@@ -61,6 +61,16 @@ class PointSpec:
     def world_size(self) -> int:
         """Number of ranks = ranks_per_node x nodes."""
         return self.ranks_per_node * self.nodes
+
+    @property
+    def batch_search(self) -> bool:
+        """``per_device_batch_size=auto``: the batch is the largest that fits, searched before the measurement
+        (``docs/batch-search.md``)."""
+        return self.per_device_batch_size == "auto"
+
+    def with_batch(self, batch: int) -> PointSpec:
+        """This spec with ``per_device_batch_size=batch`` (samples): how a searched point runs at one batch."""
+        return replace(self, per_device_batch_size=int(batch))
 
     @property
     def total_steps(self) -> int:

@@ -1,12 +1,14 @@
 """The job harness inside one rank: ``python -m sweeper.job.harness <point_dir>`` (started by torchrun / srun).
 
-Reads ``<point_dir>/spec.json``, builds the model and synthetic data, sets up the Trainer, runs warm-up + timed +
-memory + profiled steps (see :mod:`sweeper.job.measure`), verifies the labels (see :mod:`sweeper.job.verify`) and writes
-``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw exception (type, message, traceback, phase,
-step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer steps finished) up to date, so that a rank
-killed by a signal still tells at which step it died. Both files are described in :mod:`sweeper.results.ranks`. The
-driver (:mod:`sweeper.launchers.local`) merges the rank files into the point's result record and classifies failures;
-a rank never decides the point's status alone.
+Reads ``<point_dir>/spec.json`` (with ``per_device_batch_size=auto``, the batch comes from the finished search,
+:func:`sweeper.point.batch_search.searched_batch`) and the device budget (:mod:`sweeper.point.device_budget`: on CPU
+enforced in the warm-up and memory windows, :mod:`sweeper.job.budget`), builds the model and synthetic data, sets up
+the Trainer, runs warm-up + timed + memory + profiled steps (see :mod:`sweeper.job.measure`), verifies the labels
+(see :mod:`sweeper.job.verify`) and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw
+exception (type, message, traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer
+steps finished) up to date, so that a rank killed by a signal still tells at which step it died. Both files are
+described in :mod:`sweeper.results.ranks`. The driver (:mod:`sweeper.launchers.local`) merges the rank files into
+the point's result record and classifies failures; a rank never decides the point's status alone.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ def run_rank(point_dir: Path) -> int:
     """Run this rank's part of the point; always writes its rank file. Returns the process exit code."""
     import torch
 
+    from sweeper.job.budget import BudgetWindow, apply_gpu_budget
     from sweeper.job.measure import (
         DtypeProbe,
         LossLog,
@@ -99,8 +102,13 @@ def run_rank(point_dir: Path) -> int:
     )
     from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
     from sweeper.job.verify import LabelCheck
+    from sweeper.point.batch_search import searched_batch
+    from sweeper.point.device_budget import read_budget
 
     spec = PointSpec.from_dict(json.loads((point_dir / "spec.json").read_text()))
+    if spec.batch_search:  # per_device_batch_size=auto: measure at the batch the search found (docs/batch-search.md)
+        spec = spec.with_batch(searched_batch(point_dir))
+    budget = read_budget(point_dir)  # device memory per rank (cluster.gpu_mem_gib), enforced on CPU too
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     use_cuda = spec.device != "cpu" and torch.cuda.is_available()
@@ -108,7 +116,8 @@ def run_rank(point_dir: Path) -> int:
     phase = PhaseTracker()
     windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps)
     timer = StepTimer(windows, use_cuda)
-    memory = MemoryWindow(windows, use_cuda)
+    memory = MemoryWindow(windows, use_cuda, budget)
+    limits = [BudgetWindow(range(spec.warmup_steps), budget)] if budget and spec.warmup_steps and not use_cuda else []
     profiler = ProfilerWindow(windows, use_cuda, point_dir, rank, spec.profile_trace)
     probe = DtypeProbe()
     losses = LossLog()
@@ -117,6 +126,8 @@ def run_rank(point_dir: Path) -> int:
     (point_dir / STEP_FILE.format(rank=rank)).unlink(missing_ok=True)  # an earlier attempt's progress
     t_start = time.perf_counter()
     try:
+        if use_cuda and budget:
+            apply_gpu_budget(budget)
         torch.manual_seed(spec.seed)
         model = build_model(spec)
         out["model"] = model_flops_inputs(model)
@@ -126,7 +137,7 @@ def run_rank(point_dir: Path) -> int:
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)
-        callbacks = [phase, check, timer, progress, memory, profiler, losses, *_user_callbacks(spec)]
+        callbacks = [phase, check, *limits, timer, progress, memory, profiler, losses, *_user_callbacks(spec)]
         trainer = SweeperTrainer(
             model=model,
             args=args,

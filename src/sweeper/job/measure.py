@@ -151,9 +151,10 @@ class MemoryWindow(TrainerCallback):
         state_bytes: :func:`model_state_bytes` measured before the window's first optimizer step.
     """
 
-    def __init__(self, windows: Windows, cuda: bool) -> None:
+    def __init__(self, windows: Windows, cuda: bool, budget_bytes: int | None = None) -> None:
         self.windows = windows
         self.cuda = cuda
+        self.budget_bytes = budget_bytes  # CPU: raise the OOM a GPU would past it (sweeper.job.budget)
         self.peak_bytes: int | None = None
         self.breakdown_bytes: dict[str, int] = {}
         self.state_bytes: dict[str, int] = {}
@@ -170,7 +171,9 @@ class MemoryWindow(TrainerCallback):
         if self._tracker is None:
             from torch.distributed._tools.mem_tracker import MemTracker
 
-            self._tracker = MemTracker()
+            from sweeper.job.budget import BudgetTracker
+
+            self._tracker = BudgetTracker(self.budget_bytes) if self.budget_bytes else MemTracker()
             self._tracker.track_external(model, innermost_optimizer(optimizer))
             self._tracker.__enter__()
         else:

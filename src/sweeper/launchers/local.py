@@ -26,6 +26,7 @@ from sweeper.launchers.host_memory import (
     host_oom_outcome,
     resolve_limit,
 )
+from sweeper.point.device_budget import write_budget
 from sweeper.point.lifecycle import Prepared, begin, finish, target_for
 from sweeper.results.ranks import read_rank_steps, summarize_ranks
 from sweeper.results.record import Record
@@ -55,9 +56,13 @@ def run_point(
     return run_prepared(prepared)
 
 
-def run_prepared(prepared: Prepared) -> Record:
+def run_prepared(prepared: Prepared, setup: dict[str, Any] | None = None) -> Record:
     """Start a prepared point's ranks, wait (bounded by ``timeout_s`` and by the host-memory limit), and record
-    what they left.
+    what they left. ``setup``: entries added to the record's ``setup`` (a searched point's ``batch_search``).
+
+    With ``per_device_batch_size=auto`` the largest batch that fits is searched first
+    (:func:`sweeper.launchers.batch_search.run_searched`, ``docs/batch-search.md``). The device budget
+    (``cluster.gpu_mem_gib``, :mod:`sweeper.point.device_budget`) is written beside ``spec.json`` for the ranks.
 
     The host-memory limit is ``host_mem_limit_gib`` or the default of
     :func:`sweeper.launchers.host_memory.default_limit_bytes`, resolved when the point starts; every record carries
@@ -65,11 +70,42 @@ def run_prepared(prepared: Prepared) -> Record:
     (``metrics["host_rss_peak_bytes"]``, sampled every :data:`~sweeper.launchers.host_memory.POLL_S` s). A point
     stopped at the limit is recorded as ``host_oom`` (see :func:`sweeper.launchers.host_memory.host_oom_outcome`).
     """
-    pdir = prepared.pdir
-    spec = prepared.spec
+    if prepared.spec.batch_search:
+        from sweeper.launchers.batch_search import run_searched
+
+        return run_searched(prepared)
+    write_budget(prepared.pdir, prepared.target)
+    return record_launch(prepared, launch_ranks(prepared.spec, prepared.pdir), setup)
+
+
+@dataclass
+class Launch:
+    """One launch of a point's ranks and what they left.
+
+    Attributes:
+        returncode, timed_out: torchrun's exit code; stopped at the time limit.
+        ranks: the rank files. log_tail: the end of the ranks' log. wall_s: seconds the launch took.
+        outcome: :func:`sweeper.results.ranks.summarize_ranks`'s outcome (``host_oom`` when stopped at the
+            host-memory limit), with the host-memory numbers in its metrics.
+    """
+
+    returncode: int
+    timed_out: bool
+    ranks: list[dict[str, Any]]
+    log_tail: str
+    outcome: dict[str, Any]
+    wall_s: float
+
+
+def launch_ranks(
+    spec: PointSpec, pdir: Path, module: str = "sweeper.job.harness", timeout_s: float | None = None
+) -> Launch:
+    """Run ``module`` (``python -m module <pdir>``) on ``spec``'s ranks under torchrun, bounded by ``timeout_s``
+    (default ``spec.timeout_s``) and the host-memory limit, and summarise the rank files against ``spec``."""
+    pdir = Path(pdir)
     limit = resolve_limit(spec.host_mem_limit_gib)
     t0 = time.perf_counter()
-    run = _run_ranks(spec, pdir, limit)
+    run = _run_ranks(spec, pdir, limit, module, timeout_s)
     wall = time.perf_counter() - t0
     ranks = [json.loads(p.read_text()) for p in sorted(pdir.glob("rank*.json"))]
     log_tail = _tail(pdir / LOG_FILE)
@@ -80,13 +116,21 @@ def run_prepared(prepared: Prepared) -> Record:
     outcome["metrics"].update(host_mem_limit_bytes=limit.bytes, host_rss_peak_bytes=run.watch.peak_bytes)
     if run.host_oom:
         outcome = host_oom_outcome(outcome, limit, run.watch, steps, run.cgroup_peak_bytes)
+    return Launch(run.returncode, run.timed_out, ranks, log_tail, outcome, wall)
+
+
+def record_launch(prepared: Prepared, launch: Launch, setup: dict[str, Any] | None = None) -> Record:
+    """The point's record from one launch (:func:`sweeper.point.lifecycle.finish`), ``setup`` entries added."""
+    outcome = dict(launch.outcome)
+    if setup:
+        outcome["setup"] = {**(outcome.get("setup") or {}), **setup}
     return finish(
         prepared,
-        ranks,
-        returncode=run.returncode,
-        timed_out=run.timed_out,
-        log_tail=log_tail,
-        wall_time_s=wall,
+        launch.ranks,
+        returncode=launch.returncode,
+        timed_out=launch.timed_out,
+        log_tail=launch.log_tail,
+        wall_time_s=launch.wall_s,
         outcome=outcome,
         artifacts={"log": LOG_FILE},
     )
@@ -106,9 +150,12 @@ class _Run:
         return not self.timed_out and (self.watch.tripped or self.cgroup_oom)
 
 
-def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit) -> _Run:
-    """Start ``ranks_per_node`` ranks with torchrun (c10d rendezvous on a free port) in their own session, wait at
-    most ``spec.timeout_s`` seconds, then stop the whole process group (SIGTERM, then SIGKILL after 10 s).
+def _run_ranks(
+    spec: PointSpec, pdir: Path, limit: Limit, module: str = "sweeper.job.harness", timeout_s: float | None = None
+) -> _Run:
+    """Start ``ranks_per_node`` ranks of ``python -m module <pdir>`` with torchrun (c10d rendezvous on a free port)
+    in their own session, wait at most ``timeout_s`` (default ``spec.timeout_s``) seconds, then stop the whole process
+    group (SIGTERM, then SIGKILL after 10 s).
 
     Meanwhile :class:`~sweeper.launchers.host_memory.RssWatch` kills the process group (SIGKILL) as soon as the
     ranks' summed RSS reaches ``limit``; where a delegated cgroup v2 allows it, the ranks also run in a child cgroup
@@ -123,7 +170,7 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit) -> _Run:
         f"--nproc-per-node={spec.ranks_per_node}",
         "--max-restarts=0",
         "-m",
-        "sweeper.job.harness",
+        module,
         str(pdir),
     ]
     env = dict(os.environ)
@@ -137,7 +184,8 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit) -> _Run:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             with RssWatch(proc.pid, limit.bytes) as watch:
                 try:
-                    returncode, timed_out = proc.wait(timeout=spec.timeout_s), False
+                    wait_s = spec.timeout_s if timeout_s is None else timeout_s
+                    returncode, timed_out = proc.wait(timeout=wait_s), False
                     _kill_leftovers(proc)
                 except subprocess.TimeoutExpired:
                     _kill_group(proc)

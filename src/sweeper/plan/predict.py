@@ -96,6 +96,25 @@ def _peak(spec: PointSpec, target: Target, measured: float | None, measured_sour
     return p.flops, p.source
 
 
+def resolve_auto_batch(spec: PointSpec, target: Target) -> tuple[PointSpec, str | None]:
+    """A ``per_device_batch_size=auto`` spec at the largest batch predicted to fit on ``target`` (1 when none does or
+    the model cannot say), with a note saying so; any other spec unchanged, with no note. In a plan and in a
+    prediction ``auto`` is the model's answer; a sweep searches it with real trials (``docs/batch-search.md``)."""
+    if not spec.batch_search:
+        return spec, None
+    try:
+        best = max_batch_size(spec.with_batch(1), target)
+    except Exception:  # noqa: BLE001 - a point the gate refuses may not be modelled: predicted at 1
+        best = None
+    if best:
+        return spec.with_batch(best), f"per_device_batch_size=auto: the largest batch predicted to fit ({best})"
+    if best == 0:
+        return spec.with_batch(1), "per_device_batch_size=auto: no batch is predicted to fit (predicted at 1)"
+    return spec.with_batch(
+        1
+    ), "per_device_batch_size=auto: the largest batch is unknown without a device memory or a model (predicted at 1)"
+
+
 def _fits(device_bytes: int, capacity: int | None, margin: float) -> bool | None:
     return None if capacity is None else device_bytes <= capacity * (1.0 - margin)
 
@@ -130,6 +149,7 @@ def predict(
         arch = Arch.from_config(spec.model_type, spec.model_config)
     except (UnknownArchitecture, KeyError, TypeError, ValueError) as e:
         return Prediction(margin=settings.memory_margin, note=str(e))
+    spec, auto_note = resolve_auto_batch(spec, target)
     device = "cuda" if target.device_type == "cuda" else "cpu"
     mem = estimate_memory(
         spec,
@@ -142,7 +162,7 @@ def predict(
     capacity = capacity_bytes(target)
     terms = {k: t.bytes for k, t in mem.terms.items() if device == "cuda" or not t.gpu_only}
     terms.update(mem.overhead)
-    notes = []
+    notes = [auto_note] if auto_note else []
     if capacity is None:
         notes.append("no device memory known (cluster.gpu_mem_gib): fits not decided")
     out: dict[str, Any] = dict(

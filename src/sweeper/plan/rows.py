@@ -23,7 +23,7 @@ import pandas as pd
 
 from sweeper.grid.spec import PointSpec
 from sweeper.plan.grid import engine_label
-from sweeper.point.gate import InvalidPoint, Target, check
+from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.lifecycle import target_for
 from sweeper.units import GIB
 
@@ -140,12 +140,10 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     ``per_device_batch_size=auto`` is planned at the largest batch predicted to fit (1 when none does), and gated
     at that batch: in a plan, ``auto`` is the model's answer, not the trial-and-error search a sweep runs.
     """
-    from sweeper.plan.predict import predict
+    from sweeper.plan.predict import predict, resolve_auto_batch
 
     target = target_for(spec, "slurm", dict(cluster))
-    auto = None
-    if spec.batch_search:
-        spec, auto = _resolve_auto(spec, target)
+    spec, auto = resolve_auto_batch(spec, target)
     row = _spec_columns(spec, cluster)
     try:
         check(replace(spec, prune=False), target)
@@ -165,20 +163,6 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - a bug in the model must not end the plan: the row says what failed
         return {**row, "status": "error", "reason": f"the capacity model failed: {type(e).__name__}: {e}"}
     return row
-
-
-def _resolve_auto(spec: PointSpec, target: Target) -> tuple[PointSpec, str]:
-    """``spec`` at the largest per-device batch predicted to fit on ``target`` (1 when none does or the model cannot
-    say), and the note that says so."""
-    from sweeper.plan.predict import max_batch_size
-
-    try:
-        best = max_batch_size(spec.with_batch(1), target)
-    except Exception:  # noqa: BLE001 - a point the gate will refuse may not be modelled: planned at 1, then gated
-        best = None
-    if best:
-        return spec.with_batch(best), "per_device_batch_size=auto: the largest batch predicted to fit"
-    return spec.with_batch(1), "per_device_batch_size=auto: no batch is predicted to fit (planned at 1)"
 
 
 def plan_frame(points: Sequence[tuple[PointSpec, Mapping[str, Any]]]) -> pd.DataFrame:

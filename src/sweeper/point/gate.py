@@ -24,8 +24,8 @@ class InvalidPoint(ValueError):
 
     Attributes:
         keys: every config key involved, e.g. ``("fsdp", "fsdp_config.reshard_after_forward")``.
-        status: ``invalid`` (the configuration cannot work as labelled) or ``unsupported`` (this hardware cannot
-            run it truthfully).
+        status: ``invalid`` (the configuration cannot work as labelled), ``unsupported`` (this hardware cannot
+            run it truthfully) or ``pruned`` (``prune=true`` and predicted not to fit, rule C01).
         kind: a finer family where one helps (``incompatible`` for a known library bug), else None.
         rule: the id of the rule that refused (``docs/gate.md``), or None.
     """
@@ -79,7 +79,7 @@ class Rule:
         statement: the rule in one line.
         source: where the rule comes from (case id, issue thread, library doc).
         check: see :data:`Check`.
-        status: ``invalid`` or ``unsupported``.
+        status: ``invalid``, ``unsupported`` or ``pruned``.
         kind: optional finer family (``incompatible``).
     """
 

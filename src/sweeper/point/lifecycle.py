@@ -7,11 +7,18 @@ launcher runs the ranks) -> final status -> record.
     <launcher runs the ranks of a Prepared point: locally (launchers.local) or as a SLURM job (launchers.slurm)>
     finish(prepared, ranks, ...)  ->  Record (written atomically, one file per point)
 
+Every record a spec exists for carries the capacity-planning model's numbers for its point (``Record.predicted``,
+:func:`predicted_for`): refused, pruned and pending records from :func:`begin`, final records from :func:`finish`
+(recomputed there, so a CPU point's throughput uses the matmul peak the point measured), internal errors from
+:func:`internal_error`. A prediction never fails a point.
+
 Nothing here imports torch. Every outcome is a record; nothing raises for a failing point.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,15 +116,69 @@ def _base(sweep_id: str, pid: str, overrides: list[str], spec: PointSpec, env: d
     )
 
 
-def refusal_record(base: dict[str, Any], err: InvalidPoint) -> Record:
-    """The record of a point the gate refused: status ``invalid``/``unsupported``, the keys and rule named."""
+def predicted_for(spec: PointSpec, target: Target, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The capacity-planning model's numbers for ``spec`` on ``target``, as ``Record.predicted`` holds them
+    (:meth:`sweeper.plan.predict.Prediction.to_record`: flat JSON, keys without the ``predicted_`` prefix).
+
+    Throughput needs the device's peak FLOP/s. A CPU has no datasheet peak, so when the model finds none and
+    ``metrics`` (a finished point's measurements) holds the matmul peak the point measured for its MFU
+    (``mfu_peak_flops``, ``mfu_peak_source``), the prediction is made again with that peak: a CPU point's
+    predicted tokens/s uses its own measured matmul peak (``docs/planning.md``).
+
+    With ``spec.prune`` and no device capacity known (``fits`` None: no ``cluster.gpu_mem_gib``), ``note`` says the
+    point was not pruned and why.
+
+    Never raises: the model itself does not, and anything unexpected (a bug in it, a value JSON cannot hold)
+    becomes a dict with only a ``note`` saying so, since a prediction must never cost a point its record.
+    """
+    try:
+        from sweeper.plan.predict import predict
+
+        pred = predict(spec, target)
+        peak = (metrics or {}).get("mfu_peak_flops")
+        if getattr(pred, "peak_flops", None) is None and _positive(peak):
+            source = (metrics or {}).get("mfu_peak_source") or "measured matmul peak of this point"
+            pred = predict(spec, target, measured_peak_flops=float(peak), peak_source=str(source))
+        out = json.loads(json.dumps(pred.to_record(), default=str))
+        if not isinstance(out, dict):
+            raise TypeError(f"Prediction.to_record() gave a {type(out).__name__}, not a dict")
+    except Exception as e:  # noqa: BLE001 - a bug in the model must not cost the point its record
+        return {"note": f"no prediction: the capacity model failed on this point (a bug): {type(e).__name__}: {e}"}
+    if spec.prune and out.get("fits") is None:
+        why = (
+            "no device memory is known (set cluster.gpu_mem_gib)"
+            if out.get("device_mem_bytes") is None
+            else "the model could not predict its memory"
+        )
+        note = f"prune=true but not pruned: whether it fits is unknown, {why}"
+        out["note"] = f"{out['note']}; {note}" if out.get("note") else note
+    return out
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def refusal_record(base: dict[str, Any], err: InvalidPoint, predicted: dict[str, Any] | None = None) -> Record:
+    """The record of a point the gate refused: status ``invalid``/``unsupported`` (or ``pruned``: predicted not to
+    fit, see :mod:`sweeper.point.rules.planning`), the keys and rule named, and the point's ``predicted`` numbers."""
     return Record(
         status=err.status,
         reason=str(err),
         error_kind=err.kind,
         failure={"keys": list(err.keys), "rule": err.rule},
+        predicted=predicted,
         **base,
     )
+
+
+def _still_pruned(spec: PointSpec, target: Target) -> bool:
+    """Whether the gate prunes ``spec`` on ``target`` now (rule C01)."""
+    try:
+        check(spec, target)
+    except InvalidPoint as e:
+        return e.status == "pruned"
+    return False
 
 
 def begin(
@@ -133,10 +194,14 @@ def begin(
 
     1. identity: the point id of the normalised spec (:mod:`sweeper.point.identity`);
     2. a final record already there is returned as it is (resume), unless its status is in ``rerun``
-       (``launcher.rerun_statuses``: the old record is kept as ``result.<n>.json`` and the point runs again);
+       (``launcher.rerun_statuses``: the old record is kept as ``result.<n>.json`` and the point runs again), or it
+       is ``pruned`` and the gate would not prune it now (``prune``, ``cluster`` and ``plan`` are not part of the
+       identity: a resume with ``prune=false`` or more memory runs it; the old record is kept the same way);
     3. a point in ``pending_elsewhere`` (its SLURM job is still queued or running) gets an unwritten ``pending``
        record;
-    4. the gate (:func:`sweeper.point.gate.check`): a refusal is written as the point's record and returned;
+    4. the gate (:func:`sweeper.point.gate.check`): a refusal (``invalid``, ``unsupported``, or ``pruned`` when
+       ``prune=true`` and the point is predicted not to fit) is written as the point's record, with its predicted
+       numbers, and returned;
     5. the directory: created, stale rank files of an interrupted attempt removed, ``spec.json`` written.
 
     Returns:
@@ -145,18 +210,23 @@ def begin(
     sweep_dir = Path(sweep_dir).resolve()
     pid = point_id(spec)
     pdir = point_dir(sweep_dir, pid)
-    if existing_final_status(sweep_dir, pid, rerun):
+    status = existing_final_status(sweep_dir, pid, rerun)
+    if status == "pruned" and not _still_pruned(spec, target):
+        existing_final_status(sweep_dir, pid, frozenset({"pruned"}))  # moved aside (history kept): decide again
+    elif status:
         return read_record(pdir / RESULT_FILE)
     if pid in pending_elsewhere:
         return Record(
             status="pending",
             reason="queued or running from an earlier submission",
+            predicted=predicted_for(spec, target),
             **_base(sweep_id, pid, overrides, spec, {}),
         )
     try:
         check(spec, target)
     except InvalidPoint as e:
-        return write(sweep_dir, refusal_record(_base(sweep_id, pid, overrides, spec, None), e))
+        base = _base(sweep_id, pid, overrides, spec, None)
+        return write(sweep_dir, refusal_record(base, e, predicted_for(spec, target)))
     prepared = Prepared(sweep_dir, sweep_id, pid, list(overrides), spec, target)
     pdir.mkdir(parents=True, exist_ok=True)
     for stale in [*pdir.glob("rank*.json"), *pdir.glob("rank*.step")]:
@@ -191,7 +261,7 @@ def finish(
         artifacts: extra files of the point (name -> path relative to the point directory), e.g. the ranks' log.
 
     Returns:
-        The record written.
+        The record written, with the point's predicted numbers (:func:`predicted_for`, given its measurements).
     """
     from sweeper.results.ranks import read_rank_steps, summarize_ranks
 
@@ -203,7 +273,8 @@ def finish(
     result = outcome or summarize_ranks(
         spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail, steps=read_rank_steps(prepared.pdir)
     )
-    record = Record(**prepared.base(env), **result, wall_time_s=wall_time_s)
+    predicted = predicted_for(spec, prepared.target, result.get("metrics"))
+    record = Record(**prepared.base(env), **{**result, "predicted": predicted}, wall_time_s=wall_time_s)
     record.artifacts.update(artifacts or {})
     return write(prepared.sweep_dir, record)
 
@@ -214,9 +285,17 @@ def write(sweep_dir: Path, record: Record) -> Record:
     return record
 
 
-def internal_error(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str, exc: BaseException) -> Record:
+def internal_error(
+    spec: PointSpec,
+    overrides: list[str],
+    sweep_dir: Path,
+    sweep_id: str,
+    exc: BaseException,
+    cluster: dict[str, Any] | None = None,
+) -> Record:
     """Record a failure of sweeper's own code on one point (status ``error``, kind ``internal``) so that the grid
-    goes on and the report is written; the reason carries the exception's type and text, literally.
+    goes on and the report is written; the reason carries the exception's type and text, literally. The record
+    carries the point's predicted numbers on this machine with the ``cluster`` config (device memory), when given.
 
     Returns:
         The record written, or an unwritten one when even writing failed (e.g. a full disk; the reason says so).
@@ -224,11 +303,16 @@ def internal_error(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep
     import traceback
 
     pid = point_id(spec)
+    try:
+        predicted = predicted_for(spec, target_for(spec, "local", cluster))
+    except Exception as e:  # noqa: BLE001 - target_for reads library versions; nothing may stop this record
+        predicted = {"note": f"no prediction: {type(e).__name__}: {e}"}
     record = Record(
         status="error",
         error_kind="internal",
         reason=f"sweeper failed on this point (a bug, please report it): {type(exc).__name__}: {exc}",
         failure={"traceback": traceback.format_exc()[-4000:]},
+        predicted=predicted,
         **_base(sweep_id, pid, overrides, spec, None),
     )
     try:

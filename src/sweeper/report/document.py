@@ -18,11 +18,13 @@ from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
 from sweeper.report.grid import DERIVED, Grid, grid_of, grid_values
 from sweeper.report.md import code, escape, one_line, strong
 from sweeper.report.notes import mem_kind_note, mem_kinds, method_notes
+from sweeper.report.predicted import has_predictions, prediction_blocks
 from sweeper.report.tables import (
     FRONTIER_DEFINITION,
     FRONTIER_MARK,
     failure_details_table,
     failures_table,
+    pruned_table,
     results_details_table,
     results_table,
     shown_failures,
@@ -104,8 +106,9 @@ def build_document(
     max_rows: int | None = None,
     grid: Grid | None = None,
 ) -> Document:
-    """The report of a sweep: summary, environment, grid, results (plot, table, details, notes), failures (table,
-    details), replay commands, how each number was measured.
+    """The report of a sweep: summary, environment, grid, results (plot, table, details, notes), predicted vs
+    measured (when capacity planning predicted anything: the model's error, the calibrated efficiency), pruned
+    points (when any), failures (table, details), replay commands, how each number was measured.
 
     Args:
         sweep_dir: the sweep directory (for ``sweep.json``).
@@ -124,6 +127,12 @@ def build_document(
         Section("Environment", _environment(records)),
         Section("Grid", _grid(grid)),
         Section("Results", _results(df, axes, unit, max_rows)),
+    ]
+    if has_predictions(df):
+        sections.append(Section("Predicted vs measured", _predicted(df, records)))
+    if len(df) and (df["status"] == "pruned").any():
+        sections.append(Section("Pruned before launch", _pruned(df, axes)))
+    sections += [
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
         Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
@@ -188,6 +197,37 @@ def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows:
     blocks.append(Bullets([f"peak mem kind {code(k)}: {mem_kind_note(k)}" for k in kinds] or ["peak mem kind: —"]))
     blocks.append(Fold("More numbers of the ok points", [Table(results_details_table(ok_rows))]))
     return blocks
+
+
+def _predicted(df: pd.DataFrame, records: Sequence[Record]) -> list[Block]:
+    bullets, calibration, notes = prediction_blocks(df, records)
+    blocks: list[Block] = [
+        Para(
+            "How far capacity planning's model (`python -m sweeper.plan`) was from each ok point: relative error = "
+            "(predicted - measured) / measured, positive when the model over-predicts; peak memory compares the "
+            "predicted peak tensor bytes per rank with the measured peak. Both are columns of the results table above "
+            "and of `results.csv` (`peak_mem_rel_error`, `tokens_per_s_per_device_rel_error`)."
+        ),
+        Bullets(bullets),
+    ]
+    if calibration:
+        efficiency, command = calibration
+        blocks.append(Para(f"Calibrated on this sweep: {code(efficiency)}. To reuse it:"))
+        blocks.append(Code(command))
+    blocks += [Para(n) for n in notes]
+    return blocks
+
+
+def _pruned(df: pd.DataFrame, axes: list[str]) -> list[Block]:
+    table = pruned_table(df, axes)
+    return [
+        Para(
+            f"{len(table):,} point(s) predicted not to fit were not launched (`prune=true`, gate rule C01): "
+            "the predicted bytes per device exceed the capacity (`cluster.gpu_mem_gib`) less the margin "
+            "(`plan.memory_margin`). `prune=false` runs them anyway; each reason is in `results.csv`."
+        ),
+        Table(table),
+    ]
 
 
 def _failures(df: pd.DataFrame, axes: list[str], max_rows: int | None) -> list[Block]:

@@ -18,7 +18,7 @@ import pandas as pd
 #: strikethrough, table cells) or escape it; a backslash before any ASCII punctuation makes it literal.
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 _NEWLINES = re.compile(r"\s*[\r\n]+\s*")
-_NUMERIC = re.compile(r"^-?[\d,.]+(e[+-]?\d+)?%?$|^—$")
+_NUMERIC = re.compile(r"^[-+]?[\d,.]+(e[+-]?\d+)?%?$|^—$")
 
 
 def one_line(text: Any) -> str:

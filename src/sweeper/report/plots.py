@@ -2,7 +2,10 @@
 
 Memory on the x axis is in the report's unit (GiB = 2**30 bytes or MiB = 2**20 bytes, see
 :func:`sweeper.report.fmt.mem_unit`), throughput on the y axis in tokens/s per device. Failed points are drawn in
-a strip below (OOMs at the device capacity they report, others at the right edge).
+a strip below (OOMs at the device capacity they report, pruned points at their predicted bytes per device, others
+at the right edge). Where capacity planning
+predicted both numbers of an ok point (predicted peak tensor bytes per rank, predicted tokens/s per device), the
+prediction is drawn as a hollow marker joined to the measured point by a dotted line.
 
 Outside text never becomes markup here either: plotly hover text and annotations are HTML-escaped (plotly reads
 a subset of HTML in them), matplotlib texts are drawn with ``parse_math=False`` (no mathtext from ``$...$``).
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +43,13 @@ class PlotData:
 
     Attributes:
         ok: ok points with both numbers (x in ``unit``, y in tokens/s/device, label, hover, on_frontier).
-        failed: every other point (x in ``unit``: the device capacity for OOMs that report it, else ``edge``).
+        failed: every other point (x in ``unit``: the device capacity for OOMs that report it, the predicted bytes
+            per device for pruned points, else ``edge``).
         edge: the right edge of the data, in ``unit``.
         devices: (label, capacity in ``unit``) of each device-memory line.
         unit: "GiB" or "MiB".
+        predicted: the ok points with both predicted numbers: measured ``x``, ``y``, predicted ``px`` (``unit``),
+            ``py`` (tokens/s/device), and a ``hover`` text; empty when nothing was predicted.
     """
 
     ok: pd.DataFrame
@@ -51,6 +57,7 @@ class PlotData:
     edge: float
     devices: list[tuple[str, float]]
     unit: str = "GiB"
+    predicted: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["x", "y", "px", "py", "hover"]))
 
     @property
     def xlabel(self) -> str:
@@ -96,6 +103,25 @@ def hovers(df: pd.DataFrame, unit: tuple[str, int] = ("GiB", GIB)) -> list[str]:
     return out
 
 
+def _predicted_hovers(df: pd.DataFrame, px: pd.Series, py: pd.Series, unit: str) -> list[str]:
+    """Hover text of each prediction marker (HTML-escaped): the point, predicted numbers and their errors."""
+    out = []
+    for pid, x, y, e_mem, e_tps in zip(
+        df["point_id"], px, py, df["peak_mem_rel_error"], df["tokens_per_s_per_device_rel_error"], strict=True
+    ):
+        lines = [
+            f"{pid} (predicted)",
+            f"tokens/s/device: {num(y)}" + ("" if missing(e_tps) else f" ({float(e_tps) * 100:+.1f} % vs measured)"),
+            f"peak: {num(x, 1, 3, zeros=True)} {unit}" + ("" if missing(e_mem) else f" ({float(e_mem) * 100:+.1f} %)"),
+        ]
+        out.append("<b>" + "<br>".join(html.escape(t) for t in lines).replace("<br>", "</b><br>", 1))
+    return out
+
+
+def _column(df: pd.DataFrame, name: str) -> pd.Series:
+    return pd.to_numeric(df[name], errors="coerce").astype(float) if name in df else pd.Series(float("nan"), df.index)
+
+
 def plot_data(
     df: pd.DataFrame,
     axes: Sequence[str],
@@ -103,15 +129,23 @@ def plot_data(
     unit: tuple[str, int] | None = None,
 ) -> PlotData:
     """The points of ``df`` for the plots: labels from the swept ``axes``, device-memory lines from
-    ``device_mem_gib`` ((label, GiB) pairs), memory in ``unit`` ((name, bytes); by default :func:`mem_unit` of
-    ``df``)."""
+    ``device_mem_gib`` ((label, GiB) pairs; when there are none and capacity planning judged every point against
+    one capacity, that one), memory in ``unit`` ((name, bytes); by default :func:`mem_unit` of ``df``)."""
     unit, scale = unit or mem_unit(df)
     y = pd.to_numeric(df["tokens_per_s_per_device"], errors="coerce")
     x = pd.to_numeric(df["peak_mem_bytes"], errors="coerce").astype(float) / scale
     measured = (df["status"] == "ok") & x.notna() & y.notna()
     cap = pd.to_numeric(df["oom_capacity_bytes"], errors="coerce").astype(float) / scale
+    pruned = df["status"] == "pruned"
+    cap[pruned] = _column(df, "predicted_device_bytes")[pruned] / scale  # where the model put them
     devices = [(name, gib * GIB / scale) for name, gib in device_mem_gib]
-    known = [*x[measured], *cap[~measured].dropna(), *(d for _, d in devices)]
+    capacities = _column(df, "predicted_device_mem_bytes").dropna().unique()
+    if not devices and len(capacities) == 1:  # the capacity capacity planning judged every point against
+        devices = [(f"cluster.gpu_mem_gib: {num(capacities[0], scale, 3, zeros=True)} {unit}", capacities[0] / scale)]
+    px = _column(df, "predicted_peak_bytes") / scale
+    py = _column(df, "predicted_tokens_per_s_per_device")
+    both = measured & px.notna() & py.notna()
+    known = [*x[measured], *px[both], *cap[~measured].dropna(), *(d for _, d in devices)]
     edge = max(known) * 1.1 if known else 1.0
     base = pd.DataFrame(
         {
@@ -125,10 +159,30 @@ def plot_data(
     )
     ok = base[measured].assign(x=x[measured], y=y[measured], on_frontier=df.loc[measured, "on_frontier"])
     failed = base[~measured].assign(x=cap[~measured].fillna(edge))
-    return PlotData(ok=ok.sort_values("x"), failed=failed, edge=edge, devices=devices, unit=unit)
+    predicted = pd.DataFrame(
+        {
+            "x": x[both],
+            "y": y[both],
+            "px": px[both],
+            "py": py[both],
+            "hover": _predicted_hovers(df[both], px[both], py[both], unit) if both.any() else [],
+        },
+        index=df.index[both],
+    )
+    return PlotData(ok=ok.sort_values("x"), failed=failed, edge=edge, devices=devices, unit=unit, predicted=predicted)
 
 
-_FAILED_TITLE = "not measured: OOM at device capacity; others at the right edge"
+def _segments(pred: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
+    """x and y of the dotted lines joining each prediction to its measurement, None between segments (plotly)."""
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for x, y, px, py in zip(pred["x"], pred["y"], pred["px"], pred["py"], strict=True):
+        xs += [px, x, None]
+        ys += [py, y, None]
+    return xs, ys
+
+
+_FAILED_TITLE = "not measured: OOM at device capacity, pruned at predicted bytes; others at the right edge"
 _YLABEL = "throughput (tokens/s per device)"
 
 
@@ -174,6 +228,34 @@ def plot_html(data: PlotData) -> str:
                 text=front["hover"],
                 hoverinfo="text",
                 marker={"size": 14, "symbol": "star", "color": "#d62728"},
+            ),
+            row=1,
+            col=1,
+        )
+    pred = data.predicted
+    if len(pred):
+        xs, ys = _segments(pred)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name="prediction to measurement",
+                hoverinfo="skip",
+                line={"dash": "dot", "color": "gray", "width": 1},
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=pred["px"],
+                y=pred["py"],
+                mode="markers",
+                name="predicted",
+                text=pred["hover"],
+                hoverinfo="text",
+                marker={"size": 9, "symbol": "circle-open", "color": "#1f77b4", "line": {"width": 1.5}},
             ),
             row=1,
             col=1,
@@ -229,7 +311,15 @@ def png_figure(data: PlotData) -> Any:
     if len(front):
         top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")
         top.scatter(front["x"], front["y"], marker="*", s=180, color="#d62728", zorder=4)
-    ymax = max(ok["y"].max() * 1.15, 1.0) if len(ok) else 1.0
+    pred = data.predicted
+    if len(pred):
+        for x, y, px, py in zip(pred["x"], pred["y"], pred["px"], pred["py"], strict=True):
+            top.plot([px, x], [py, y], ls=":", color="gray", lw=1, zorder=2)
+        top.scatter(
+            pred["px"], pred["py"], facecolors="none", edgecolors="#1f77b4", linewidths=1.2, label="predicted", zorder=3
+        )
+    ys = [*ok["y"], *pred["py"]]
+    ymax = max(max(ys) * 1.15, 1.0) if len(ok) else 1.0
     if len(ok) <= 20:
         for _, r in ok.iterrows():
             _label(top, r["label"], r["x"], r["y"], right, 7, below=r["y"] > 0.9 * ymax)

@@ -7,7 +7,9 @@ table keyed by point id, which report.html folds away; every column of every poi
 
 Units: throughput in tokens/s, times in seconds, MFU in percent of the peak, TFLOP/s = 1e12 FLOP/s, peak memory in
 the report's unit (:func:`sweeper.report.fmt.mem_unit`: GiB = 2**30 bytes or MiB = 2**20 bytes), optimizer state in
-MiB, OOM requested/free in MiB and in use/capacity in GiB.
+MiB, OOM requested/free in MiB and in use/capacity in GiB, relative errors of predictions in percent (signed:
+positive when the model over-predicts). Pruned points (predicted not to fit, never launched) have a table of their
+own, not a row among the failures.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ FRONTIER_DEFINITION = (
     "no other ok point is at least as fast (tokens/s per device) with no more peak memory, "
     "and strictly better in one of the two"
 )
+#: Statuses the failures table leaves out: listed apart (:func:`pruned_table`).
+APART = ("pruned",)
 #: Display headers of columns whose name is not self-explaining.
 AXIS_HEADERS = {"fp32_master_weights": "fp32 master weights"}
 
@@ -42,7 +46,8 @@ def sort_ok(df: pd.DataFrame) -> pd.DataFrame:
 def results_table(df: pd.DataFrame, axes: Sequence[str] = (), unit: tuple[str, int] | None = None) -> pd.DataFrame:
     """The ``ok`` points, fastest first, frontier marked ★: the axes, tokens/s per device, median step time (s),
     MFU (% of peak), peak memory in ``unit`` (a (name, bytes) pair; by default :func:`mem_unit` of ``df``),
-    optimizer state per rank (MiB), the predicted peak when capacity planning filled one, and the point id."""
+    optimizer state per rank (MiB), and the point id. When capacity planning predicted them: the predicted peak
+    (same unit) and tokens/s per device, each followed by its relative error in percent."""
     name, scale = unit or mem_unit(df)
     ok = sort_ok(df)
     out: dict[str, list[str]] = {
@@ -54,10 +59,23 @@ def results_table(df: pd.DataFrame, axes: Sequence[str] = (), unit: tuple[str, i
         f"peak mem ({name})": [num(v, scale, 3, zeros=True) for v in ok["peak_mem_bytes"]],
         "opt state/rank (MiB)": [num(v, MIB, 4, zeros=True) for v in ok["optimizer_state_bytes_per_rank"]],
     }
-    if "predicted_peak_mem_bytes" in ok.columns:
-        out[f"predicted peak mem ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_mem_bytes"]]
+    if _any(ok, "predicted_peak_bytes"):
+        out[f"predicted peak ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]
+        out["peak error (%)"] = [signed_pct(v) for v in ok["peak_mem_rel_error"]]
+    if _any(ok, "predicted_tokens_per_s_per_device"):
+        out["predicted tokens/s/device"] = [num(v) for v in ok["predicted_tokens_per_s_per_device"]]
+        out["tokens/s error (%)"] = [signed_pct(v) for v in ok["tokens_per_s_per_device_rel_error"]]
     out["point"] = ok["point_id"].astype(str).tolist()
     return pd.DataFrame(out, dtype=object)
+
+
+def _any(df: pd.DataFrame, column: str) -> bool:
+    return column in df.columns and bool(df[column].notna().any())
+
+
+def signed_pct(v: object) -> str:
+    """A relative error (fraction) in percent with its sign, one decimal: ``0.041`` -> ``+4.1``; "—" if missing."""
+    return MISSING if missing(v) else f"{float(v) * 100:+.1f}"
 
 
 def results_details_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -83,8 +101,34 @@ def results_details_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def sort_failures(df: pd.DataFrame) -> pd.DataFrame:
-    """The non-``ok`` rows, by status then point id."""
-    return df[df["status"] != "ok"].sort_values(["status", "point_id"], kind="stable")
+    """The non-``ok`` rows but those listed apart (:data:`APART`), by status then point id."""
+    bad = (df["status"] != "ok") & ~df["status"].isin(APART)
+    return df[bad].sort_values(["status", "point_id"], kind="stable")
+
+
+def pruned_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
+    """The points pruned before launch (predicted not to fit), by point id: the axes, the per-device batch, the
+    predicted bytes per device, the capacity and the usable memory (capacity less the margin) in MiB or GiB (GiB
+    from 1 GiB up, the unit in the header), the margin (%), the largest batch predicted to fit, and the point id."""
+    rows = df[df["status"].isin(APART)].sort_values("point_id", kind="stable")
+    need = pd.to_numeric(rows["predicted_device_bytes"], errors="coerce")
+    cap = pd.to_numeric(rows["predicted_device_mem_bytes"], errors="coerce")
+    margin = pd.to_numeric(rows["predicted_margin"], errors="coerce")
+    usable = cap * (1 - margin.fillna(0))
+    biggest = pd.concat([need, cap]).max()
+    name, scale = ("GiB", GIB) if missing(biggest) or biggest >= GIB else ("MiB", MIB)
+    out: dict[str, list[str]] = {**axis_columns(rows, axes)}
+    if "per_device_batch_size" not in axes:
+        out["per_device_batch_size"] = [text(v) for v in rows["per_device_batch_size"]]
+    out |= {
+        f"predicted ({name})": [num(v, scale, 3, zeros=True) for v in need],
+        f"capacity ({name})": [num(v, scale, 3, zeros=True) for v in cap],
+        "margin (%)": [num(v, 0.01, 3) for v in margin],
+        f"usable ({name})": [num(v, scale, 3, zeros=True) for v in usable],
+        "largest batch predicted to fit": [text(v) for v in rows["predicted_max_per_device_batch_size"]],
+        "point": rows["point_id"].astype(str).tolist(),
+    }
+    return pd.DataFrame(out, dtype=object)
 
 
 def failures_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
@@ -150,10 +194,10 @@ def shown_ok(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]
 
 
 def shown_failures(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]:
-    """(the non-``ok`` rows the failures table shows, how many there are): at most ``max_rows``, taken in turn from
-    each status (lowest point ids first) so that every status shows. With ``max_rows`` None or no more rows than
-    that, ``df`` itself."""
-    is_bad = df["status"] != "ok"
+    """(the non-``ok`` rows the failures table shows, how many there are; pruned points are listed apart and not
+    counted): at most ``max_rows``, taken in turn from each status (lowest point ids first) so that every status
+    shows. With ``max_rows`` None or no more rows than that, ``df`` itself."""
+    is_bad = (df["status"] != "ok") & ~df["status"].isin(APART)
     n_bad = int(is_bad.sum())
     if max_rows is None or n_bad <= max_rows:
         return df, n_bad

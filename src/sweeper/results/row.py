@@ -9,8 +9,10 @@ carries its unit in its name (``_bytes``, ``_s``, ``_gib``, ``tokens_per_s``) an
 :data:`COLUMNS` is the explicit list (name, pandas dtype, unit, meaning, where the record holds it). A *family*
 column (dtype ``"family"``) stands for the dotted columns of one spec dict; they take its place, sorted by name, and
 their dtype is inferred (ints and floats mixed: float64; any other mix: strings). A spec key the list does not name
-(a newer spec) still becomes a column, after the spec block. ``predicted_*`` columns (capacity planning) follow the
-bookkeeping columns; bytes as Int64, the rest float64.
+(a newer spec) still becomes a column, after the spec block. The capacity-planning columns follow the bookkeeping
+columns: the model's numbers for the point (``Record.predicted``, as ``predicted_<key>``, typed in :data:`COLUMNS`)
+and the relative errors against the measurement (``ok`` rows only); any other ``predicted_*`` key of a record (the
+memory terms, ``predicted_<term>_bytes``) comes after them, Int64 when its name ends in ``_bytes``, else inferred.
 
 :data:`SCHEMA_VERSION` is written as the ``schema_version`` column of every row and, in Parquet, as the schema
 metadata key ``sweeper.schema_version`` (each Parquet field also carries its unit and meaning as field metadata).
@@ -119,6 +121,42 @@ def _first(*getters: Callable[[Record], Any]) -> Callable[[Record], Any]:
     return lambda r: next((v for v in (g(r) for g in getters) if v is not None), None)
 
 
+def _predicted(key: str) -> Callable[[Record], Any]:
+    return lambda r: (r.predicted or {}).get(key)
+
+
+def relative_error(predicted: Any, measured: Any) -> float | None:
+    """``(predicted - measured) / measured``: positive when the model over-predicts. None unless both are finite
+    numbers (not bools) and ``measured`` is not 0."""
+    nums = [x for x in (predicted, measured) if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    if len(nums) != 2 or not all(math.isfinite(x) for x in nums) or measured == 0:
+        return None
+    return (predicted - measured) / measured
+
+
+def _rel_error(predicted_key: str, metric_key: str) -> Callable[[Record], Any]:
+    """The relative error of a prediction against the point's measurement, for ``ok`` records only."""
+
+    def error(r: Record) -> float | None:
+        if r.status != "ok":
+            return None
+        return relative_error((r.predicted or {}).get(predicted_key), (r.metrics or {}).get(metric_key))
+
+    return error
+
+
+def _batch(r: Record) -> int | None:
+    """The per-device batch that ran: the spec's (a searched point's record holds the batch found), None for a
+    ``per_device_batch_size=auto`` point that never ran one (refused before its search)."""
+    b = (r.spec or {}).get("per_device_batch_size")
+    return b if isinstance(b, int) and not isinstance(b, bool) else None
+
+
+def _batch_searched(r: Record) -> bool:
+    """``per_device_batch_size=auto``: the batch is the largest found to fit (docs/batch-search.md)."""
+    return (r.spec or {}).get("per_device_batch_size") == "auto" or "batch_search" in (r.setup or {})
+
+
 def _keys(r: Record) -> str | None:
     keys = (r.failure or {}).get("keys")
     return " ".join(map(str, keys)) if isinstance(keys, (list, tuple)) else keys
@@ -143,7 +181,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("zero", INT, "", "DeepSpeed zero_optimization.stage (0 = no DeepSpeed)", "spec.zero"),
     Column("deepspeed_config", FAMILY, "", "deepspeed_config.<key>: merged into the generated DeepSpeed config",
            "spec.deepspeed_config"),
-    Column("per_device_batch_size", INT, "samples", "micro-batch per device", "spec.per_device_batch_size"),
+    Column("per_device_batch_size", INT, "samples", "micro-batch per device that ran (auto: the batch found)", _batch),
+    Column("batch_searched", BOOL, "", "per_device_batch_size=auto: searched (setup.batch_search)", _batch_searched),
     Column("seq_len", INT, "tokens", "tokens per sample", "spec.seq_len"),
     Column("grad_accum", INT, "", "gradient accumulation steps", "spec.grad_accum"),
     Column("ranks_per_node", INT, "", "processes per node", "spec.ranks_per_node"),
@@ -250,6 +289,48 @@ COLUMNS: tuple[Column, ...] = (
            lambda r: " ".join(r.overrides or [])),
     Column("replay", STR, "", "shell command that runs the point again", "replay"),
     Column("sweep_id", STR, "", "the sweep's id", "sweep_id"),
+    # ---- capacity planning: the model's numbers for the point (sweeper.plan.predict) and its errors ----
+    Column("predicted_peak_bytes", INT, "bytes", "predicted peak tensor bytes per rank (compare peak_mem_bytes)",
+           _predicted("peak_bytes")),
+    Column("peak_mem_rel_error", FLOAT, "fraction", "(predicted_peak_bytes - peak_mem_bytes) / peak_mem_bytes, ok "
+           "rows", _rel_error("peak_bytes", "peak_mem_bytes")),
+    Column("predicted_tokens_per_s_per_device", FLOAT, "tokens/s", "predicted throughput per device (CPU: from the "
+           "point's measured matmul peak)", _predicted("tokens_per_s_per_device")),
+    Column("tokens_per_s_per_device_rel_error", FLOAT, "fraction", "(predicted_tokens_per_s_per_device - "
+           "tokens_per_s_per_device) / tokens_per_s_per_device, ok rows",
+           _rel_error("tokens_per_s_per_device", "tokens_per_s_per_device")),
+    Column("predicted_fits", BOOL, "", "predicted_device_bytes <= predicted_device_mem_bytes x (1 - margin); empty "
+           "when unknown", _predicted("fits")),
+    Column("predicted_device_bytes", INT, "bytes", "predicted peak plus, on a GPU, fragmentation, CUDA context and "
+           "NCCL", _predicted("device_bytes")),
+    Column("predicted_device_mem_bytes", INT, "bytes", "device capacity the fit was judged against "
+           "(cluster.gpu_mem_gib)", _predicted("device_mem_bytes")),
+    Column("predicted_margin", FLOAT, "fraction", "share of device memory held back (plan.memory_margin)",
+           _predicted("margin")),
+    Column("predicted_max_per_device_batch_size", INT, "samples", "largest micro-batch predicted to fit",
+           _predicted("max_per_device_batch_size")),
+    Column("predicted_peak_phase", STR, "", "where the predicted peak is (forward-backward or optimizer step)",
+           _predicted("peak_phase")),
+    Column("predicted_param_bytes_per_rank", INT, "bytes", "predicted parameter bytes per rank",
+           _predicted("param_bytes_per_rank")),
+    Column("predicted_grad_bytes_per_rank", INT, "bytes", "predicted gradient bytes per rank",
+           _predicted("grad_bytes_per_rank")),
+    Column("predicted_optimizer_state_bytes_per_rank", INT, "bytes", "predicted optimizer-state bytes per rank",
+           _predicted("optimizer_state_bytes_per_rank")),
+    Column("predicted_step_time_s", FLOAT, "s", "predicted optimizer step time", _predicted("step_time_s")),
+    Column("predicted_compute_s", FLOAT, "s", "predicted compute time per step", _predicted("compute_s")),
+    Column("predicted_comm_s", FLOAT, "s", "predicted communication time per step (before overlap)",
+           _predicted("comm_s")),
+    Column("predicted_mfu", FLOAT, "fraction", "predicted model FLOP utilisation", _predicted("mfu")),
+    Column("predicted_efficiency", FLOAT, "fraction", "achieved share of the peak the time model assumed",
+           _predicted("efficiency")),
+    Column("predicted_efficiency_source", STR, "", "where that efficiency comes from", _predicted("efficiency_source")),
+    Column("predicted_peak_flops", FLOAT, "FLOP/s", "device peak the time model used", _predicted("peak_flops")),
+    Column("predicted_peak_source", STR, "", "where that peak comes from", _predicted("peak_source")),
+    Column("predicted_train_days", FLOAT, "days", "predicted days to train train_tokens", _predicted("train_days")),
+    Column("predicted_gpu_hours", FLOAT, "h", "predicted device-hours to train train_tokens",
+           _predicted("gpu_hours")),
+    Column("predicted_note", STR, "", "what the model could not predict, and why", _predicted("note")),
     Column("schema_version", INT, "", "SCHEMA_VERSION of this row", lambda r: SCHEMA_VERSION),
 )
 # fmt: on
@@ -259,6 +340,7 @@ BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 #: The prefixes of the dotted columns (``fsdp_config.``, ``deepspeed_config.``, ``training_args.``, ``model.config.``).
 FAMILY_PREFIXES: tuple[str, ...] = tuple(f"{c.name}." for c in COLUMNS if c.dtype == FAMILY)
 _SPEC_KEYS = {c.source.split(".", 1)[1] for c in COLUMNS if isinstance(c.source, str) and c.source.startswith("spec.")}
+_SPEC_KEYS.add("per_device_batch_size")  # read by _batch (a spec key, not an extra column)
 _AFTER_SPEC = "model.config"  # unknown spec keys go after this family
 
 
@@ -326,7 +408,9 @@ def row_from_record(record: Record) -> dict[str, Any]:
             continue
         if name == "schema_version" and record.predicted:
             for k, v in record.predicted.items():
-                row[k if k.startswith("predicted_") else f"predicted_{k}"] = v
+                col = k if k.startswith("predicted_") else f"predicted_{k}"
+                if col not in BY_NAME:  # the typed ones were read above
+                    row[col] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, _NESTED) else v
         if func is not None:
             v = func(record)
         elif part is None:
@@ -361,13 +445,13 @@ def _infer(s: pd.Series) -> pd.Series:
 
 
 def dtype_of(name: str) -> str | None:
-    """The schema's pandas dtype of a column (``predicted_*``: Int64 for bytes, float64 else); None for a dotted or
-    unknown column (inferred)."""
+    """The schema's pandas dtype of a column: :data:`COLUMNS`' own, Int64 for any other ``predicted_*_bytes``
+    column (the memory terms); None for a dotted or unknown column (inferred from its values)."""
     c = BY_NAME.get(name)
     if c is not None and c.dtype != FAMILY:
         return c.dtype
-    if name.startswith("predicted_"):
-        return INT if "_bytes" in name else FLOAT
+    if name.startswith("predicted_") and name.endswith("_bytes"):
+        return INT
     return None
 
 

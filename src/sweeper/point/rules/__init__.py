@@ -6,14 +6,28 @@
 - :mod:`.deepspeed_config`: ``deepspeed_config`` against ``zero``, the batch keys, ``precision``, ``training_args``
   and the keys DeepSpeed reads;
 - :mod:`.launcher`: what the launcher can run (``nodes`` on the local launcher);
+- :mod:`.batch`: what ``per_device_batch_size=auto`` needs (a device capacity, the local launcher);
 - :mod:`.hardware`: what the device can run under a truthful label (status ``unsupported``);
-- :mod:`.known`: combinations known to fail with the installed library versions (kind ``incompatible``).
+- :mod:`.known`: combinations known to fail with the installed library versions (kind ``incompatible``);
+- :mod:`.planning`: with ``prune=true``, a point predicted not to fit in device memory (status ``pruned``), last so
+  that a point that cannot run at all is refused as such first.
 
 Data the rules read: :mod:`.known_keys` (passthrough keys and their sources), :mod:`.ta_schema` (the installed
 ``TrainingArguments`` fields). ``docs/gate.md`` lists every rule.
 """
 
-from sweeper.point.rules import deepspeed_config, fsdp_config, hardware, known, launcher, passthrough, values
+from sweeper.point.rules import (
+    batch,
+    deepspeed_config,
+    fsdp_config,
+    hardware,
+    known,
+    launcher,
+    passthrough,
+    planning,
+    values,
+)
 
-#: The modules whose rules run, in this order (a configuration error is named before a hardware limit).
-ORDER = (values, passthrough, fsdp_config, deepspeed_config, launcher, hardware, known)
+#: The modules whose rules run, in this order (a configuration error is named before a hardware limit, and both
+#: before a point is pruned).
+ORDER = (values, passthrough, fsdp_config, deepspeed_config, launcher, batch, hardware, known, planning)

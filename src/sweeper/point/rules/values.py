@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision
+from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision, batch_size_error
 from sweeper.grid.spec import PointSpec, model_max_seq_len
 from sweeper.point.gate import Target, rule
 
@@ -24,11 +24,16 @@ def _enum_values(spec: PointSpec, _: Target):
 @rule(
     "G02",
     ("per_device_batch_size", "seq_len", "grad_accum", "ranks_per_node", "nodes"),
-    "sizes and counts are at least 1",
+    "sizes and counts are at least 1 (per_device_batch_size: or auto)",
     "TrainingArguments",
 )
 def _positive(spec: PointSpec, _: Target):
+    bad_batch = batch_size_error(spec.per_device_batch_size)
+    if bad_batch:
+        return bad_batch, ("per_device_batch_size",)
     for key in ("per_device_batch_size", "seq_len", "grad_accum", "ranks_per_node", "nodes"):
+        if key == "per_device_batch_size" and spec.batch_search:
+            continue
         if getattr(spec, key) < 1:
             return f"{key}={getattr(spec, key)} must be at least 1", (key,)
     return None

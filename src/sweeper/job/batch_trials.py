@@ -1,0 +1,276 @@
+"""The rank side of ``per_device_batch_size=auto``: ``python -m sweeper.job.batch_trials <point_dir>`` (torchrun).
+
+All ranks run the trials of :class:`sweeper.point.batch_search.SearchState` one after the other inside this one
+launch. A trial builds the model and a Trainer at one batch and runs two optimizer steps (one to create the optimizer
+states, one more at the steady peak) under the device budget (:mod:`sweeper.job.budget`); its peak is this rank's
+tracked tensor bytes on CPU, or on a GPU the allocator's reserved peak plus the memory outside the allocator (CUDA
+context, NCCL buffers). Then:
+
+* **every rank agrees**: the ranks all-gather their peaks, so each applies the same verdict (the largest peak against
+  the usable bytes, an all-reduce MAX) and picks the same next batch; rank 0 writes the trial to
+  :data:`~sweeper.point.batch_search.SEARCH_FILE` and a barrier follows, so a trial agreed on is on disk before any
+  rank can start the next one;
+* **no deadlock**: a rank that runs out of memory mid-step cannot stay in the process group (the other ranks are
+  inside a collective of the step it left: a DDP bucket all-reduce, an FSDP all-gather), so it writes its verdict to
+  :data:`~sweeper.point.batch_search.OOM_FILE` and exits at once with :data:`OOM_EXIT_CODE`. torchrun then stops the
+  other ranks (SIGTERM, about 1.6 s after the exit on the 2-core development machine) and the driver
+  (:mod:`sweeper.launchers.batch_search`) records the ``oom`` trial and starts the ranks again from the trials so
+  far. The process group's timeout (:data:`SEARCH_PG_TIMEOUT_S`) is the backstop should the launcher not stop them.
+
+Any other exception ends the search: the rank writes its ``rank<r>.json`` failure as the harness does, and the
+driver records the point from the rank files.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sweeper.failures.oom import parse_oom
+from sweeper.grid.spec import PointSpec
+from sweeper.job.measure import PhaseTracker
+from sweeper.point.batch_search import OOM_FILE, SearchState
+from sweeper.point.device_budget import read_budget
+from sweeper.results.atomic import write_json_atomic
+from sweeper.results.ranks import RANK_FILE
+
+#: Exit code of a rank that ran out of memory mid-trial (its verdict is in OOM_FILE).
+OOM_EXIT_CODE = 3
+#: The process group's timeout during a search (seconds, capped by the point's timeout_s): the backstop that ends a
+#: collective whose peer died without the launcher stopping this rank.
+SEARCH_PG_TIMEOUT_S = 300.0
+
+NextBatch = Callable[[SearchState], "tuple[int, str] | None"]
+
+
+def is_oom(exc: BaseException) -> bool:
+    """``torch.OutOfMemoryError``, or any exception whose message is an out-of-memory message
+    (:func:`sweeper.failures.oom.parse_oom`: CUDA, HIP, XPU, MPS, the CPU allocator, cuBLAS)."""
+    return isinstance(exc, torch.OutOfMemoryError) or parse_oom(str(exc)) is not None
+
+
+def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) -> int:
+    """Run trials until ``next_batch`` says the search is done; returns this rank's exit code (0: done).
+
+    Args:
+        point_dir: the point directory: ``spec.json``, the search state and the device budget written by the driver.
+        next_batch: which batch to try next (default: the search of :mod:`sweeper.point.batch_search`; a test may
+            pass an exhaustive scan).
+
+    A rank that runs out of memory never returns: it writes :data:`~sweeper.point.batch_search.OOM_FILE` and exits
+    with :data:`OOM_EXIT_CODE` (see the module doc).
+    """
+    point_dir = Path(point_dir)
+    spec = PointSpec.from_dict(json.loads((point_dir / "spec.json").read_text()))
+    state = SearchState.read(point_dir)
+    if state is None:
+        raise FileNotFoundError(f"{point_dir}: no batch search state (the driver writes it before the ranks start)")
+    rank = int(os.environ.get("RANK", "0"))
+    use_cuda = spec.device != "cpu" and torch.cuda.is_available()
+    _init_group(spec, use_cuda)
+    capacity = _capacity(read_budget(point_dir), use_cuda)
+    if state.capacity_bytes is None:
+        state.capacity_bytes = capacity
+    while (step := next_batch(state)) is not None:
+        batch, why = step
+        t0 = time.perf_counter()
+        phase = PhaseTracker()
+        try:
+            peak = run_trial(spec, batch, point_dir, capacity, use_cuda, phase)
+        except BaseException as e:  # noqa: BLE001 - every failure is a verdict or a result
+            if is_oom(e):
+                _leave_with_oom(point_dir, rank, batch, why, state.launches, e, phase)
+            _write_failure(point_dir, rank, e, phase)
+            return 1
+        peaks = _all_gather(peak, use_cuda)
+        trial = state.verdict(batch, peaks, why, launch=state.launches, seconds=round(time.perf_counter() - t0, 3))
+        state.trials.append(trial)
+        if rank == 0:
+            state.write(point_dir)
+        _barrier()
+    return 0
+
+
+def trial_spec(spec: PointSpec, batch: int) -> PointSpec:
+    """``spec`` at ``batch`` for one trial: one warm-up and one memory step (the optimizer states exist from the
+    first), nothing timed or profiled, no evaluation."""
+    return replace(spec.with_batch(batch), warmup_steps=1, timed_steps=0, memory_steps=1, profile_steps=0, eval=False)
+
+
+def run_trial(
+    spec: PointSpec, batch: int, point_dir: Path, capacity: int, use_cuda: bool, phase: PhaseTracker | None = None
+) -> int:
+    """Train ``spec`` at ``batch`` for two optimizer steps under the budget; returns this rank's peak (bytes).
+    ``phase`` (optional) follows the phase and step, for a failure's record.
+
+    CPU: the tensor-byte peak of a :class:`~sweeper.job.budget.BudgetTracker` over both steps, which raises the OOM
+    a GPU would past ``capacity``. GPU: ``max_memory_reserved`` plus the device memory outside the allocator.
+
+    Raises:
+        torch.OutOfMemoryError: the trial does not fit (real on a GPU, the budget's on CPU); anything the Trainer
+            raises.
+    """
+    from sweeper.job.budget import BudgetWindow
+    from sweeper.job.harness import _user_callbacks
+    from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
+
+    tspec = trial_spec(spec, batch)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    window = None if use_cuda else BudgetWindow(range(tspec.total_steps), capacity)
+    try:
+        torch.manual_seed(spec.seed)
+        model = build_model(tspec)
+        args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda)
+        n = batch * tspec.grad_accum * world * tspec.total_steps
+        data = SyntheticTokens(n, tspec.seq_len, model.config.vocab_size, spec.seed)
+        callbacks = [c for c in (phase, window, *_user_callbacks(tspec)) if c is not None]
+        trainer = SweeperTrainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
+        if use_cuda:
+            torch.cuda.reset_peak_memory_stats()
+        trainer.train()
+        if use_cuda:
+            free, total = torch.cuda.mem_get_info()
+            outside = max(0, total - free - torch.cuda.memory_reserved())
+            return int(torch.cuda.max_memory_reserved() + outside)
+        window.close()
+        return int(window.peak_bytes or 0)
+    finally:
+        if window is not None:
+            window.close()
+        _release(use_cuda)
+
+
+def _release(use_cuda: bool) -> None:
+    """Forget the trial's Trainer (accelerate's per-run state; the process group stays) and free its memory."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    gc.collect()
+    if use_cuda:
+        torch.cuda.empty_cache()
+
+
+def _init_group(spec: PointSpec, use_cuda: bool) -> None:
+    """Join the process group now (accelerate adopts it), with the search's timeout as the backstop."""
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        if use_cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        timeout = timedelta(seconds=min(spec.timeout_s, SEARCH_PG_TIMEOUT_S))
+        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timeout)
+
+
+def _capacity(budget: int | None, use_cuda: bool) -> int:
+    """The device memory trials must fit in (bytes), the same on every rank (the smallest).
+
+    Raises:
+        ValueError: on CPU without a budget (the gate refuses such a point, rule B01).
+    """
+    if use_cuda:
+        from sweeper.job.budget import apply_gpu_budget
+
+        capacity = apply_gpu_budget(budget)
+    elif budget is None:
+        raise ValueError("per_device_batch_size=auto on CPU needs a tensor-byte budget: set cluster.gpu_mem_gib")
+    else:
+        capacity = budget
+    return min(_all_gather(capacity, use_cuda))
+
+
+def _all_gather(value: int, use_cuda: bool) -> list[int]:
+    """``value`` of every rank, by rank (one rank: ``[value]``)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return [int(value)]
+    device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
+    mine = torch.tensor([int(value)], dtype=torch.int64, device=device)
+    out = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, mine)
+    return [int(t.item()) for t in out]
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def _leave_with_oom(
+    point_dir: Path, rank: int, batch: int, why: str, launch: int, exc: BaseException, phase: PhaseTracker
+) -> None:
+    """Write this rank's OOM verdict and exit at once (no interpreter teardown, no collective)."""
+    info = parse_oom(str(exc))
+    verdict: dict[str, Any] = {
+        "batch": batch,
+        "chosen_by": why,
+        "rank": rank,
+        "launch": launch,
+        "exception_type": type(exc).__name__,
+        "message": str(exc)[:4000],
+        "phase": phase.phase,
+        "step": phase.step,
+        "oom": info.to_dict() if info else None,
+        "time": time.time(),  # the driver measures from here how long the launcher took to stop the others
+    }
+    try:
+        write_json_atomic(point_dir / OOM_FILE.format(rank=rank), verdict)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(OOM_EXIT_CODE)
+
+
+def _write_failure(point_dir: Path, rank: int, exc: BaseException, phase: PhaseTracker) -> None:
+    """This rank's ``rank<r>.json`` for a trial that failed for another reason than memory (the harness's format,
+    :mod:`sweeper.results.ranks`)."""
+    write_json_atomic(
+        point_dir / RANK_FILE.format(rank=rank),
+        {
+            "rank": rank,
+            "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+            "pid": os.getpid(),
+            "host": os.uname().nodename,
+            "status": "failed",
+            "failure": {
+                "exception_type": type(exc).__name__,
+                "message": str(exc)[:4000],
+                "traceback": traceback.format_exc()[-12000:],
+                "phase": phase.phase,
+                "step": phase.step,
+            },
+            "steps_completed": None,
+            "setup": {},
+            "memory": {},
+        },
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of one rank. ``argv``: ``[point_dir]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m sweeper.job.batch_trials <point_dir>", file=sys.stderr)
+        return 2
+    return run_search(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # as the harness: skip interpreter teardown

@@ -1,0 +1,136 @@
+"""A device-memory budget per rank: the OOM a GPU would raise, raised on CPU ranks too.
+
+A CPU has no device memory to run out of, so on a CPU cluster ``cluster.gpu_mem_gib`` is a tensor-byte budget per
+rank: :class:`BudgetTracker` (torch's ``MemTracker``, the counter of the memory window, ``docs/measurement.md``)
+raises ``torch.OutOfMemoryError`` with the CUDA allocator's wording the moment this rank's live tensor bytes pass the
+budget, in the middle of the step, as the allocator would. The message says it was raised on CPU by sweeper; its
+numbers parse like a real one (:func:`sweeper.failures.oom.parse_oom`). On a GPU the allocator raises the real one;
+a budget under the device's memory is applied with ``torch.cuda.set_per_process_memory_fraction``
+(:func:`apply_gpu_budget`).
+
+The driver puts the budget in the point directory (:data:`sweeper.point.device_budget.BUDGET_FILE`); it is not part
+of the point's identity. Only ``sweeper.job`` imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch.distributed._tools.mem_tracker import MemTracker, _UpdateType
+from transformers import TrainerCallback
+
+from sweeper.units import MIB
+
+#: The CPU budget's OOM says where it comes from (after the CUDA wording the parsers read).
+FAKE_NOTE = (
+    "(raised on CPU by sweeper: this rank's tensor bytes passed the per-rank budget cluster.gpu_mem_gib, "
+    "docs/batch-search.md)"
+)
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:.2f} MiB"
+
+
+def budget_oom(requested: int, allocated: int, limit: int, device_index: int) -> torch.OutOfMemoryError:
+    """The ``torch.OutOfMemoryError`` a CUDA allocator of ``limit`` bytes raises when ``requested`` more bytes do not
+    fit beside ``allocated`` (bytes), in torch >= 2.2's wording, followed by :data:`FAKE_NOTE`."""
+    free = max(0, limit - allocated)
+    return torch.OutOfMemoryError(
+        f"CUDA out of memory. Tried to allocate {_mib(requested)}. GPU {device_index} has a total capacity of "
+        f"{_mib(limit)} of which {_mib(free)} is free. Of the allocated memory {_mib(allocated)} is allocated by "
+        f"PyTorch, and 0.00 MiB is reserved by PyTorch but unallocated. {FAKE_NOTE}"
+    )
+
+
+class BudgetTracker(MemTracker):
+    """``MemTracker`` that raises :func:`budget_oom` when this rank's tracked tensor bytes pass ``limit_bytes``.
+
+    It counts what ``MemTracker`` counts: tensors created inside it, plus the model and optimizer given to
+    ``track_external``. The check runs on every new or resized storage, so the error comes from the operation that
+    crossed the budget (forward, backward, optimizer step or an FSDP gather), mid-step.
+
+    Attributes:
+        limit_bytes: the budget (bytes). peak_bytes: the largest total seen so far (bytes).
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        super().__init__()
+        self.limit_bytes = int(limit_bytes)
+        self.device_index = int(os.environ.get("LOCAL_RANK", "0"))
+
+    def _update_snap(self, u_type: Any, winfo: Any, old_mem_consumed: int | None = None, old_reftype: Any = None):
+        super()._update_snap(u_type, winfo, old_mem_consumed, old_reftype)
+        if u_type == _UpdateType.ADD:
+            grew = winfo.mem_consumed
+        elif u_type == _UpdateType.SIZE:
+            grew = winfo.mem_consumed - (old_mem_consumed or 0)
+        else:
+            return
+        total = self.current_bytes
+        if grew > 0 and total > self.limit_bytes:
+            raise budget_oom(grew, total - grew, self.limit_bytes, self.device_index)
+
+    @property
+    def current_bytes(self) -> int:
+        """Tensor bytes tracked now, over all devices."""
+        return sum(int(snap.get("Total", 0)) for snap in self._curr_mem_snap.values())
+
+    @property
+    def peak_bytes(self) -> int:
+        """The largest total seen (bytes), over all devices."""
+        return sum(int(v) for v in self._peak_mem.values())
+
+
+class BudgetWindow(TrainerCallback):
+    """Enforces the budget over the optimizer steps ``steps`` (0-based) with one :class:`BudgetTracker`, entered at
+    the first one's ``on_step_begin`` (the model and optimizer registered then) and left after the last one.
+
+    The harness runs it over the warm-up steps (and :class:`sweeper.job.measure.MemoryWindow` enforces the budget in
+    the memory window), never in the timed window, where the tracker's cost (about 4x a step) would be timed; a batch
+    search trial runs it over both of its steps.
+
+    Attributes:
+        peak_bytes: the tracker's peak over the window (bytes), None until the window ends.
+    """
+
+    def __init__(self, steps: range, limit_bytes: int) -> None:
+        self.steps = steps
+        self.limit_bytes = int(limit_bytes)
+        self.peak_bytes: int | None = None
+        self.tracker: BudgetTracker | None = None
+
+    def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
+        if state.global_step not in self.steps:
+            return
+        if self.tracker is None:
+            from sweeper.job.measure import innermost_optimizer
+
+            self.tracker = BudgetTracker(self.limit_bytes)
+            self.tracker.track_external(model, innermost_optimizer(optimizer))
+            self.tracker.__enter__()
+        else:
+            self.tracker.reset_mod_stats()  # MemTracker refuses a second iteration without it
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.tracker is not None and state.global_step - 1 == self.steps[-1]:
+            self.close()
+
+    def close(self) -> None:
+        """Leave the tracker (also after an exception ended the window early); keeps :attr:`peak_bytes`."""
+        if self.tracker is not None:
+            self.peak_bytes = self.tracker.peak_bytes
+            self.tracker.__exit__(None, None, None)
+            self.tracker = None
+
+
+def apply_gpu_budget(limit_bytes: int | None) -> int:
+    """On a GPU, cap this process's allocator at ``limit_bytes`` when that is below the device's memory, so the real
+    allocator raises at the planned capacity (a smaller GPU than this one). Returns the capacity in force (bytes)."""
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    if limit_bytes and limit_bytes < total:
+        torch.cuda.set_per_process_memory_fraction(limit_bytes / total)
+        return int(limit_bytes)
+    return int(total)

@@ -1,0 +1,197 @@
+"""Predicted beside measured: how far capacity planning's model (:mod:`sweeper.plan.predict`) was from each ``ok``
+point of the sweep, the efficiency calibrated on them, and the points pruned before launch.
+
+The relative errors are the row's (:mod:`sweeper.results.row`): ``(predicted - measured) / measured``, positive when
+the model over-predicts, for peak memory (``peak_mem_rel_error``: predicted peak tensor bytes per rank against
+``peak_mem_bytes``) and throughput (``tokens_per_s_per_device_rel_error``). The calibrated efficiency is
+:func:`sweeper.plan.calibrate.calibrated_efficiency` of the records, printed as the ``plan.efficiency=`` override to
+pass back to ``python -m sweeper.plan``.
+
+Text here is plain (the terminal); :func:`prediction_blocks` returns Markdown in which outside text went through
+:mod:`sweeper.report.md`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sweeper.report.fmt import capped, missing, text
+from sweeper.report.md import code, escape, one_line
+from sweeper.report.tables import APART
+from sweeper.results.record import Record
+
+#: (what, relative-error column) of each prediction compared with a measurement.
+ERROR_COLUMNS = (
+    ("peak memory", "peak_mem_rel_error"),
+    ("tokens/s per device", "tokens_per_s_per_device_rel_error"),
+)
+
+
+@dataclass(frozen=True)
+class ErrorStat:
+    """The model's error on one quantity over the ``ok`` points that have both numbers.
+
+    Attributes:
+        what: the quantity ("peak memory", "tokens/s per device").
+        n: points compared.
+        median_abs, max_abs: median and largest ``|relative error|`` (fractions: 0.05 = 5 %); None when ``n`` is 0.
+        worst: (point id, signed relative error) of the largest one; None when ``n`` is 0.
+    """
+
+    what: str
+    n: int
+    median_abs: float | None = None
+    max_abs: float | None = None
+    worst: tuple[str, float] | None = None
+
+    def line(self) -> str:
+        """One line of plain text: ``peak memory: median |error| 4.1 %, max 12.0 % (+12.0 % on abcdef012345), 3 ok
+        points``; or that nothing was compared."""
+        if not self.n or self.worst is None:
+            return f"{self.what}: no ok point has both a prediction and a measurement"
+        pid, signed = self.worst
+        return (
+            f"{self.what}: median |error| {_pct(self.median_abs)}, max {_pct(self.max_abs)} "
+            f"({signed * 100:+.1f} % on {pid}), {self.n:,} ok point{'s' if self.n != 1 else ''}"
+        )
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.1f} %"
+
+
+def error_stats(df: pd.DataFrame) -> list[ErrorStat]:
+    """:class:`ErrorStat` of each :data:`ERROR_COLUMNS` entry over the ``ok`` rows of ``df`` (a results frame)."""
+    ok = df[df["status"] == "ok"] if len(df) else df
+    out = []
+    for what, column in ERROR_COLUMNS:
+        errors = pd.to_numeric(ok[column], errors="coerce").dropna() if column in ok else pd.Series(dtype=float)
+        if not len(errors):
+            out.append(ErrorStat(what, 0))
+            continue
+        worst = errors.abs().idxmax()
+        out.append(
+            ErrorStat(
+                what,
+                len(errors),
+                float(errors.abs().median()),
+                float(errors.abs().max()),
+                (str(ok.loc[worst, "point_id"]), float(errors[worst])),
+            )
+        )
+    return out
+
+
+def has_predictions(df: pd.DataFrame) -> bool:
+    """Whether any row carries a predicted number (peak bytes or tokens/s)."""
+    cols = [c for c in ("predicted_peak_bytes", "predicted_tokens_per_s_per_device") if c in df]
+    return bool(len(df)) and any(df[c].notna().any() for c in cols)
+
+
+def calibration(records: Sequence[Record]) -> Any | None:
+    """:func:`sweeper.plan.calibrate.calibrated_efficiency` of ``records`` (efficiency, n, p10, p90, ...), or None
+    when there is nothing to calibrate on or the calibration cannot run (never raises: the report must be written)."""
+    try:
+        from sweeper.plan.calibrate import calibrated_efficiency
+
+        return calibrated_efficiency(list(records))
+    except Exception:  # noqa: BLE001 - a report without the calibration line beats no report
+        return None
+
+
+def efficiency_value(x: float) -> str:
+    """An efficiency as the override spells it: two significant digits (``0.37``, ``0.0043``)."""
+    return f"{x:.2g}"
+
+
+def reuse_command(df: pd.DataFrame, efficiency: float) -> str:
+    """``python -m sweeper.plan [model=M] [seq_len=S] plan.efficiency=E``: the model and sequence length when the
+    whole sweep has one value of each (add ``cluster=<name>``)."""
+    parts = ["python -m sweeper.plan"]
+    for key in ("model", "seq_len"):
+        values = {str(v) for v in df.get(key, pd.Series(dtype=object)) if not missing(v)}
+        if len(values) == 1:
+            parts.append(f"{key}={values.pop()}")
+    parts.append(f"plan.efficiency={efficiency_value(efficiency)}")
+    return " ".join(parts)
+
+
+def calibration_parts(cal: Any, df: pd.DataFrame) -> tuple[str, str] | None:
+    """(``plan.efficiency=0.NN calibrated on N ok points (p10-p90 a-b; peak: <source>)``, the
+    ``python -m sweeper.plan`` command that reuses it), plain text; None without a calibration."""
+    if cal is None or getattr(cal, "efficiency", None) is None:
+        return None
+    e = float(cal.efficiency)
+    n = int(getattr(cal, "n", 0) or 0)
+    spread = getattr(cal, "spread", None) or (getattr(cal, "p10", None), getattr(cal, "p90", None))
+    about = []
+    if len(spread) == 2 and not any(missing(x) for x in spread):
+        about.append(f"p10-p90 {efficiency_value(spread[0])}-{efficiency_value(spread[1])}")
+    if getattr(cal, "peak_source", None):
+        about.append(f"peak: {one_line(cal.peak_source)}")
+    span = f" ({'; '.join(about)})" if about else ""
+    plural = "s" if n != 1 else ""
+    return f"plan.efficiency={efficiency_value(e)} calibrated on {n:,} ok point{plural}{span}", reuse_command(df, e)
+
+
+def calibration_line(cal: Any, df: pd.DataFrame) -> str | None:
+    """``plan.efficiency=0.NN calibrated on N ok points (p10-p90 a-b); reuse: python -m sweeper.plan ...``, plain
+    text; None without a calibration."""
+    parts = calibration_parts(cal, df)
+    return None if parts is None else f"{parts[0]}; reuse: {parts[1]}"
+
+
+def pruned_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows listed apart (:data:`APART`), by point id."""
+    return df[df["status"].isin(APART)].sort_values("point_id", kind="stable") if len(df) else df
+
+
+def summary_lines(df: pd.DataFrame, records: Sequence[Record]) -> list[str]:
+    """Plain-text lines for the terminal at the end of a sweep: the model's error on each quantity, the calibrated
+    efficiency with the command that reuses it, and how many points were pruned. Empty when nothing was predicted."""
+    lines = []
+    if has_predictions(df):
+        lines.append("Predicted vs measured: " + "; ".join(s.line() for s in error_stats(df)))
+        cal = calibration_line(calibration(records), df)
+        if cal:
+            lines.append(cal)
+    n_pruned = len(pruned_rows(df))
+    if n_pruned:
+        lines.append(f"Pruned: {n_pruned:,} point(s) predicted not to fit were not launched (see the report)")
+    return lines
+
+
+def terminal_lines(sweep_dir: Path) -> list[str]:
+    """:func:`summary_lines` of a sweep directory's records."""
+    from sweeper.results.collect import collect_records
+    from sweeper.results.row import records_to_frame
+
+    records = collect_records(Path(sweep_dir))
+    return summary_lines(records_to_frame(records), records)
+
+
+def prediction_blocks(
+    df: pd.DataFrame, records: Sequence[Record]
+) -> tuple[list[str], tuple[str, str] | None, list[str]]:
+    """The report's "Predicted vs measured" content: (error bullets as Markdown, :func:`calibration_parts` as plain
+    text or None, notes as Markdown). Outside text (the model's notes) is escaped."""
+    bullets = [escape(s.line()) for s in error_stats(df)]
+    cal = calibration_parts(calibration(records), df)
+    ok = df[df["status"] == "ok"] if len(df) else df
+    notes = sorted({text(n) for n in ok.get("predicted_note", pd.Series(dtype=object)) if not missing(n)})
+    extra = []
+    if notes:
+        extra.append(f"Model notes on ok points: {capped([escape(n) for n in notes], 3)}.")
+    cpu = ok.get("device_type", pd.Series(dtype=object)).astype(str).eq("cpu")
+    if cpu.any():
+        extra.append(
+            "On CPU ranks there is no datasheet peak: the predicted tokens/s of a CPU point uses the matmul peak that "
+            f"point measured for its MFU ({code('mfu_peak_flop_per_s')}), so its error tests the FLOP count and the "
+            "efficiency, not a device's peak."
+        )
+    return bullets, cal, extra
