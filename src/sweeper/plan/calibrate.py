@@ -39,14 +39,6 @@ class Calibration:
     p90: float
     peak_source: str
 
-    @property
-    def text(self) -> str:
-        """One line for the terminal and the report."""
-        return (
-            f"plan.efficiency={self.efficiency:.3g} calibrated on {self.n} ok point(s) "
-            f"(p10-p90 {self.p10:.3g}-{self.p90:.3g}; peak: {self.peak_source})"
-        )
-
 
 def point_efficiency(spec: PointSpec, metrics: dict[str, Any]) -> float | None:
     """The efficiency of one measured point (see the module doc), or None without a step time, a peak or a known
