@@ -50,7 +50,7 @@ def build_report(
     df = records_to_frame(records)
     grid = grid_of(df)
     unit = mem_unit(df)
-    doc = build_document(sweep_dir, records, df, max_rows, grid)
+    doc = build_document(sweep_dir, records, df, max_rows, grid, device_mem_gib)
     data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit)
 
     write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
 from sweeper.report.grid import DERIVED, Grid, grid_of, grid_values
+from sweeper.report.headline import answer
 from sweeper.report.md import code, escape, one_line, strong
 from sweeper.report.notes import mem_kind_note, mem_kinds, method_notes
 from sweeper.report.predicted import has_predictions, prediction_blocks
@@ -105,10 +106,13 @@ def build_document(
     df: pd.DataFrame,
     max_rows: int | None = None,
     grid: Grid | None = None,
+    device_mem_gib: Sequence[tuple[str, float]] = (),
 ) -> Document:
-    """The report of a sweep: summary, environment, grid, results (plot, table, details, notes), predicted vs
-    measured (when capacity planning predicted anything: the model's error, the calibrated efficiency), pruned
-    points (when any), failures (table, details), replay commands, how each number was measured.
+    """The report of a sweep, the answer first and the metadata last: the answer (fastest, least memory, fastest
+    that fits each known device capacity, counts per status: :mod:`sweeper.report.headline`), results (plot, table,
+    details, notes), predicted vs measured (when capacity planning predicted anything: the model's error, the
+    calibrated efficiency), pruned points (when any), failures (table, details), replay commands, how each number
+    was measured, then the grid, the environment and the sweep's own record (``sweep.json``: command, start time).
 
     Args:
         sweep_dir: the sweep directory (for ``sweep.json``).
@@ -116,6 +120,8 @@ def build_document(
         max_rows: the most rows each table (and the replay section) shows; None: all
             (see :func:`sweeper.report.tables.shown_ok`, ``shown_failures``, ``shown_replays``).
         grid: :func:`sweeper.report.grid.grid_of` of ``df`` when the caller already has it.
+        device_mem_gib: device capacities as (label, GiB) pairs (``--device-mem``), for "the fastest that fits";
+            none: the ``cluster.gpu_mem_gib`` capacity planning judged the points against, if any.
     """
     info = sweep_info(sweep_dir)
     sweep_id = info.get("sweep_id") or (records[0].sweep_id if records else "") or Path(sweep_dir).name
@@ -123,9 +129,7 @@ def build_document(
     axes = grid.axes(df.columns)
     unit = mem_unit(df)
     sections = [
-        Section("", _head(df, info)),
-        Section("Environment", _environment(records)),
-        Section("Grid", _grid(grid)),
+        Section("", [Para(p) for p in answer(df, axes, unit, device_mem_gib)]),
         Section("Results", _results(df, axes, unit, max_rows)),
     ]
     if has_predictions(df):
@@ -136,24 +140,12 @@ def build_document(
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
         Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
+        Section("Grid", _grid(grid)),
+        Section("Environment", _environment(records)),
     ]
-    return Document(title=f"Sweep {sweep_id}", sections=sections)
-
-
-def _head(df: pd.DataFrame, info: dict) -> list[Block]:
-    counts = df["status"].value_counts()
-    n_front = int(df["on_frontier"].sum())
-    summary = (
-        f"{len(df)} points: "
-        + ", ".join(f"{n} {escape(s)}" for s, n in counts.items())
-        + f"; {n_front} on the frontier."
-        if len(df)
-        else "No points: this sweep directory holds no results yet."
-    )
-    head: list[Block] = [Para(summary)]
     if info:
-        head.append(Bullets([f"{strong(k)}: {code(cli(v))}" for k, v in info.items()]))
-    return head
+        sections.append(Section("Sweep", [Bullets([f"{strong(k)}: {code(cli(v))}" for k, v in info.items()])]))
+    return Document(title=f"Sweep {sweep_id}", sections=sections)
 
 
 def _environment(records: Sequence[Record]) -> list[Block]:
@@ -174,14 +166,19 @@ def _grid(grid: Grid) -> list[Block]:
         blocks.append(Para("Fixed: " + ", ".join(code(f"{k}={cli(v)}") for k, v in grid.fixed.items())))
     derived = grid.derived.get(DERIVED, [])
     if len(derived) == 1:
-        blocks.append(Para(f"Derived: {code(f'{DERIVED}={cli(derived[0])}')} for every point (see the last section)."))
+        blocks.append(
+            Para(
+                f"Derived: {code(f'{DERIVED}={cli(derived[0])}')} for every point "
+                "(see How each number was measured, above)."
+            )
+        )
     return blocks or [Para("No point specs recorded.")]
 
 
 def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows: int | None) -> list[Block]:
     blocks: list[Block] = [Plot()]
     ok_rows, n_ok = shown_ok(df, max_rows)
-    table = results_table(ok_rows, axes, unit)
+    table = results_table(ok_rows, axes, unit, predicted_values=False)
     if not len(table):
         return [*blocks, Para("No point finished with status ok, so there is no frontier.")]
     blocks.append(Table(table))
@@ -192,10 +189,16 @@ def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows:
                 f"tokens/s per device. **{n_ok - len(table):,} rows left out**: {_ALL_ROWS}"
             )
         )
-    blocks.append(Para(f"{FRONTIER_MARK} = on the Pareto frontier: {FRONTIER_DEFINITION}."))
+    blocks.append(
+        Para(
+            f"{FRONTIER_MARK} = on the Pareto frontier: {FRONTIER_DEFINITION}. {FRONTIER_MARK} tie = on the frontier "
+            "and tied with another frontier point (same peak memory, overlapping spreads): the measurement cannot "
+            "tell them apart."
+        )
+    )
     kinds = mem_kinds(df)
     blocks.append(Bullets([f"peak mem kind {code(k)}: {mem_kind_note(k)}" for k in kinds] or ["peak mem kind: —"]))
-    blocks.append(Fold("More numbers of the ok points", [Table(results_details_table(ok_rows))]))
+    blocks.append(Fold("More numbers of the ok points", [Table(results_details_table(ok_rows, unit))]))
     return blocks
 
 

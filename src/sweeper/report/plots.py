@@ -3,7 +3,9 @@
 Memory on the x axis is in the report's unit (GiB = 2**30 bytes or MiB = 2**20 bytes, see
 :func:`sweeper.report.fmt.mem_unit`), throughput on the y axis in tokens/s per device. Failed points are drawn in
 a strip below (OOMs at the device capacity they report, pruned points at their predicted bytes per device, others
-at the right edge). Where capacity planning
+at the right edge), each with its reason on hover. Each ok point has an error bar: its tokens/s per device at the
+90th and at the 10th percentile step time (``tokens/s x median / p90`` to ``tokens/s x median / p10``,
+:func:`sweeper.results.frontier.throughput_interval`), the range the frontier compares. Where capacity planning
 predicted both numbers of an ok point (predicted peak tensor bytes per rank, predicted tokens/s per device), the
 prediction is drawn as a hollow marker joined to the measured point by a dotted line.
 
@@ -23,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper.report.fmt import cli, cli_overrides, mem_unit, missing, num, text
+from sweeper.results.frontier import throughput_interval
 from sweeper.units import GIB, MIB
 
 
@@ -42,7 +45,8 @@ class PlotData:
     """What both plots draw.
 
     Attributes:
-        ok: ok points with both numbers (x in ``unit``, y in tokens/s/device, label, hover, on_frontier).
+        ok: ok points with both numbers (x in ``unit``, y in tokens/s/device, ``y_low``/``y_high``: the p10-p90
+            range in tokens/s/device, label, hover, on_frontier).
         failed: every other point (x in ``unit``: the device capacity for OOMs that report it, the predicted bytes
             per device for pruned points, else ``edge``).
         edge: the right edge of the data, in ``unit``.
@@ -82,19 +86,25 @@ _HOVER_COLUMNS = (
 
 def hovers(df: pd.DataFrame, unit: tuple[str, int] = ("GiB", GIB)) -> list[str]:
     """The plot's hover text of each point (HTML: first line bold, then overrides, numbers or failure reason);
-    peak memory in ``unit`` (name, bytes)."""
+    peak memory in ``unit`` (name, bytes). An ok point also shows its tokens/s/device p10-p90 range and, on the
+    frontier, the points tied with it (``frontier_tie_with``)."""
     name, scale = unit
     out = []
-    for pid, status, over, tps, peak, kind, step, reason, req, free, cap in zip(
-        *(df[c].tolist() for c in _HOVER_COLUMNS), strict=True
+    low, high = throughput_interval(df)
+    ties = df["frontier_tie_with"] if "frontier_tie_with" in df.columns else pd.Series(None, index=df.index)
+    for pid, status, over, tps, peak, kind, step, reason, req, free, cap, lo, hi, tie in zip(
+        *(df[c].tolist() for c in _HOVER_COLUMNS), low, high, ties, strict=True
     ):
         lines = [f"{pid} ({status})", *cli_overrides(over)]
         if status == "ok":
             lines += [
-                f"tokens/s/device: {num(tps)}",
+                f"tokens/s/device: {num(tps)}"
+                + ("" if missing(lo) or lo == hi else f" (p10-p90 step time: {num(lo)}-{num(hi)})"),
                 f"peak mem: {num(peak, scale, 3, zeros=True)} {name} ({text(kind)})",
                 f"step time median: {num(step)} s",
             ]
+            if not missing(tie):
+                lines += [f"tied with: {tie}"]
         else:
             lines += [f"reason: {text(reason)}"]
             if not missing(req):
@@ -157,7 +167,14 @@ def plot_data(
         },
         index=df.index,
     )
-    ok = base[measured].assign(x=x[measured], y=y[measured], on_frontier=df.loc[measured, "on_frontier"])
+    low, high = throughput_interval(df)
+    ok = base[measured].assign(
+        x=x[measured],
+        y=y[measured],
+        y_low=low[measured].astype(float),
+        y_high=high[measured].astype(float),
+        on_frontier=df.loc[measured, "on_frontier"],
+    )
     failed = base[~measured].assign(x=cap[~measured].fillna(edge))
     predicted = pd.DataFrame(
         {
@@ -184,6 +201,7 @@ def _segments(pred: pd.DataFrame) -> tuple[list[float | None], list[float | None
 
 _FAILED_TITLE = "not measured: OOM at device capacity, pruned at predicted bytes; others at the right edge"
 _YLABEL = "throughput (tokens/s per device)"
+_OK_TITLE = "ok points (★ = Pareto frontier; bars: tokens/s per device at the p90 and p10 step time)"
 
 
 def plot_html(data: PlotData) -> str:
@@ -199,9 +217,7 @@ def plot_html(data: PlotData) -> str:
         shared_xaxes=True,
         row_heights=[0.78, 0.22] if strip else None,
         vertical_spacing=0.06,
-        subplot_titles=("ok points (★ = Pareto frontier)", _FAILED_TITLE)
-        if strip
-        else ("ok points (★ = Pareto frontier)",),
+        subplot_titles=(_OK_TITLE, _FAILED_TITLE) if strip else (_OK_TITLE,),
     )
     ok, front = data.ok, data.ok[data.ok["on_frontier"]]
     if len(ok):
@@ -214,6 +230,15 @@ def plot_html(data: PlotData) -> str:
                 text=ok["hover"],
                 hoverinfo="text",
                 marker={"size": 9, "color": "#1f77b4"},
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": (ok["y_high"] - ok["y"]).tolist(),
+                    "arrayminus": (ok["y"] - ok["y_low"]).tolist(),
+                    "thickness": 1,
+                    "width": 3,
+                    "color": "#1f77b4",
+                },
             ),
             row=1,
             col=1,
@@ -289,6 +314,8 @@ def plot_html(data: PlotData) -> str:
         )
     fig.update_xaxes(title_text=data.xlabel, row=2 if strip else 1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text=_YLABEL, row=1, col=1, rangemode="tozero")
+    if strip:
+        fig.update_yaxes(title_text="status", row=2, col=1)
     fig.update_layout(height=650 if strip else 520, hovermode="closest", template="plotly_white")
     return fig.to_html(full_html=False, include_plotlyjs=True)
 
@@ -308,6 +335,19 @@ def png_figure(data: PlotData) -> Any:
     right = data.edge * 1.05
     ok, front = data.ok, data.ok[data.ok["on_frontier"]]
     top.scatter(ok["x"], ok["y"], color="#1f77b4", label="ok", zorder=3)
+    if len(ok):
+        spread = [(ok["y"] - ok["y_low"]).to_numpy(), (ok["y_high"] - ok["y"]).to_numpy()]
+        top.errorbar(
+            ok["x"],
+            ok["y"],
+            yerr=spread,
+            fmt="none",
+            ecolor="#1f77b4",
+            elinewidth=1,
+            capsize=3,
+            zorder=2,
+            label="p10-p90 step-time spread",
+        )
     if len(front):
         top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")
         top.scatter(front["x"], front["y"], marker="*", s=180, color="#d62728", zorder=4)
@@ -318,7 +358,7 @@ def png_figure(data: PlotData) -> Any:
         top.scatter(
             pred["px"], pred["py"], facecolors="none", edgecolors="#1f77b4", linewidths=1.2, label="predicted", zorder=3
         )
-    ys = [*ok["y"], *pred["py"]]
+    ys = [*ok["y_high"], *pred["py"]]
     ymax = max(max(ys) * 1.15, 1.0) if len(ok) else 1.0
     if len(ok) <= 20:
         for _, r in ok.iterrows():
@@ -356,7 +396,7 @@ def png_figure(data: PlotData) -> Any:
     top.set_ylim(0, ymax)
     top.set_title("Throughput vs peak memory")
     if len(ok):
-        top.legend(loc="lower right", fontsize=8)
+        top.legend(loc="best", fontsize=8)
     return fig
 
 

@@ -23,8 +23,9 @@ from sweeper.units import GIB, MIB
 
 FRONTIER_MARK = "★"
 FRONTIER_DEFINITION = (
-    "no other ok point is at least as fast (tokens/s per device) with no more peak memory, "
-    "and strictly better in one of the two"
+    "no other ok point is faster (its tokens/s per device p10-p90 range lies entirely above this one's) with no "
+    "more peak memory, or tied (the ranges overlap) with strictly less peak memory; tied points with equal memory "
+    "are both on the frontier (docs/report.md)"
 )
 #: Statuses the failures table leaves out: listed apart (:func:`pruned_table`).
 APART = ("pruned",)
@@ -43,15 +44,22 @@ def sort_ok(df: pd.DataFrame) -> pd.DataFrame:
     return ok.sort_values("tokens_per_s_per_device", ascending=False, na_position="last", kind="stable")
 
 
-def results_table(df: pd.DataFrame, axes: Sequence[str] = (), unit: tuple[str, int] | None = None) -> pd.DataFrame:
+def results_table(
+    df: pd.DataFrame,
+    axes: Sequence[str] = (),
+    unit: tuple[str, int] | None = None,
+    predicted_values: bool = True,
+) -> pd.DataFrame:
     """The ``ok`` points, fastest first, frontier marked ★: the axes, tokens/s per device, median step time (s),
     MFU (% of peak), peak memory in ``unit`` (a (name, bytes) pair; by default :func:`mem_unit` of ``df``),
     optimizer state per rank (MiB), and the point id. When capacity planning predicted them: the predicted peak
-    (same unit) and tokens/s per device, each followed by its relative error in percent."""
+    (same unit) and tokens/s per device, each followed by its relative error in percent; with
+    ``predicted_values`` False only the errors (the report folds the predicted values into
+    :func:`results_details_table`, so that the main table fits the page)."""
     name, scale = unit or mem_unit(df)
     ok = sort_ok(df)
     out: dict[str, list[str]] = {
-        "frontier": [FRONTIER_MARK if f else "" for f in ok["on_frontier"]],
+        "frontier": frontier_marks(ok),
         **axis_columns(ok, axes),
         "tokens/s/device": [num(v) for v in ok["tokens_per_s_per_device"]],
         "step time median (s)": [num(v) for v in ok["step_time_s_median"]],
@@ -60,13 +68,26 @@ def results_table(df: pd.DataFrame, axes: Sequence[str] = (), unit: tuple[str, i
         "opt state/rank (MiB)": [num(v, MIB, 4, zeros=True) for v in ok["optimizer_state_bytes_per_rank"]],
     }
     if _any(ok, "predicted_peak_bytes"):
-        out[f"predicted peak ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]
+        if predicted_values:
+            out[f"predicted peak ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]
         out["peak error (%)"] = [signed_pct(v) for v in ok["peak_mem_rel_error"]]
     if _any(ok, "predicted_tokens_per_s_per_device"):
-        out["predicted tokens/s/device"] = [num(v) for v in ok["predicted_tokens_per_s_per_device"]]
+        if predicted_values:
+            out["predicted tokens/s/device"] = [num(v) for v in ok["predicted_tokens_per_s_per_device"]]
         out["tokens/s error (%)"] = [signed_pct(v) for v in ok["tokens_per_s_per_device_rel_error"]]
     out["point"] = ok["point_id"].astype(str).tolist()
     return pd.DataFrame(out, dtype=object)
+
+
+def frontier_marks(ok: pd.DataFrame) -> list[str]:
+    """The frontier cell of each row: ★ on the frontier, "★ tie" when tied on throughput with another frontier
+    point (the same peak memory, overlapping spreads: ``frontier_tie_with``), else empty."""
+    front = set(ok.loc[ok["on_frontier"].astype(bool), "point_id"].astype(str))
+    ties = ok["frontier_tie_with"] if "frontier_tie_with" in ok.columns else pd.Series(None, index=ok.index)
+    return [
+        (f"{FRONTIER_MARK} tie" if not missing(t) and front & set(str(t).split()) else FRONTIER_MARK) if f else ""
+        for f, t in zip(ok["on_frontier"].astype(bool), ties, strict=True)
+    ]
 
 
 def _any(df: pd.DataFrame, column: str) -> bool:
@@ -78,10 +99,12 @@ def signed_pct(v: object) -> str:
     return MISSING if missing(v) else f"{float(v) * 100:+.1f}"
 
 
-def results_details_table(df: pd.DataFrame) -> pd.DataFrame:
+def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None) -> pd.DataFrame:
     """Secondary numbers of the ``ok`` points, in :func:`results_table`'s order: point, tokens/s over all devices,
     step time p10-p90 (s), TFLOP/s per device, the MFU peak (TFLOP/s; only when the peaks of these points differ
-    by more than 1 %), the peak-memory counter, and the SLURM job when there is one."""
+    by more than 1 %), the peak-memory counter, the points a frontier point is tied with on throughput (when any
+    is: ``frontier_tie_with``), the predicted peak (in ``unit``, by default :func:`mem_unit` of ``df``) and
+    tokens/s per device when capacity planning predicted them, and the SLURM job when there is one."""
     ok = sort_ok(df)
     out: dict[str, list[str]] = {
         "point": ok["point_id"].astype(str).tolist(),
@@ -95,6 +118,13 @@ def results_details_table(df: pd.DataFrame) -> pd.DataFrame:
     if len(peaks) and peaks.max() > 1.01 * peaks.min():
         out["MFU peak (TFLOP/s)"] = [num(v, 1e12, 3) for v in ok["mfu_peak_flop_per_s"]]
     out["peak mem kind"] = [text(v) for v in ok["peak_mem_kind"]]
+    if "frontier_tie_with" in ok.columns and ok["frontier_tie_with"].notna().any():
+        out["frontier point tied with"] = [text(v) for v in ok["frontier_tie_with"]]
+    name, scale = unit or mem_unit(df)
+    if _any(ok, "predicted_peak_bytes"):
+        out[f"predicted peak ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]
+    if _any(ok, "predicted_tokens_per_s_per_device"):
+        out["predicted tokens/s/device"] = [num(v) for v in ok["predicted_tokens_per_s_per_device"]]
     if ok["slurm_job_id"].notna().any():
         out["SLURM job"] = [text(v) for v in ok["slurm_job_id"]]
     return pd.DataFrame(out, dtype=object)

@@ -1,20 +1,44 @@
-"""The Pareto frontier of throughput (higher is better) against peak memory (lower is better).
+"""The Pareto frontier of throughput (higher is better) against peak memory (lower is better), with ties.
 
-A point *dominates* another when it is at least as fast **and** uses no more memory, and is strictly better in at
-least one of the two. The frontier is the set of points that no other point dominates: for every memory budget, the
-fastest configurations that fit. Two points with exactly the same throughput and memory do not dominate each other,
-so both are on the frontier. A point with a missing or non-finite throughput or memory (None, NaN, inf) is never on
-the frontier and never dominates another point.
+Throughput is measured with noise, so each point's throughput is an interval, not a number: from its step-time
+spread, ``[tokens/s x median / p90, tokens/s x median / p10]`` (tokens/s per device at the 90th and at the 10th
+percentile step time; the record's ``step_time_s_p10``, ``step_time_s_median``, ``step_time_s_p90``). A point with
+fewer than 3 timed steps, or without p10/p90, has the zero-width interval ``[tokens/s, tokens/s]``. Memory (peak
+bytes) is compared exactly: it does not vary from run to run on CPU (MemTracker) and barely on CUDA (allocator).
+
+Point A is *faster* than B when A's interval lies entirely above B's (``A.low > B.high``: with the same tokens per
+step, A's step-time interval [p10, p90] lies entirely below B's). When the intervals overlap (touching counts), the
+two are *tied* on throughput: the noise cannot tell them apart, whatever their medians say.
+
+A *dominates* B when
+
+- A is faster and uses no more memory, or
+- A and B are tied on throughput and A uses strictly less memory.
+
+Two points tied on throughput with exactly the same memory do not dominate each other. The frontier is the set of
+points no other point dominates. The medians never decide between tied points, so two points whose spreads overlap
+never split into one frontier point and one dominated point because one median came out higher this time; the only
+tie-break is memory, which does not change between runs. The relation has no cycles (along a cycle every memory
+would be equal, and "faster" between intervals is a strict order), so a sweep with at least one valid point has a
+non-empty frontier. With zero-width intervals everywhere this is the classic rule: at least as fast with no more
+memory and strictly better in one.
+
+A point with a missing or non-finite throughput or memory (None, NaN, inf) is never on the frontier, never
+dominates another point and is tied with none.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: Fewest timed steps whose p10/p90 count as a spread; fewer: a zero-width interval at the median.
+MIN_TIMED_STEPS = 3
 
 
 def _finite(x: Any) -> float | None:
@@ -25,35 +49,122 @@ def _finite(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def pareto_frontier(throughput: Sequence[float | None], memory: Sequence[float | None]) -> list[bool]:
-    """Which points are on the throughput/memory Pareto frontier.
+def _intervals(
+    throughput: Sequence[float | None],
+    memory: Sequence[float | None],
+    low: Sequence[float | None] | None,
+    high: Sequence[float | None] | None,
+) -> list[tuple[float, float, float] | None]:
+    """Per point (low, high, memory), or None when the point cannot take part. A missing bound is the point's
+    throughput; bounds are widened to contain the throughput."""
+    throughput, memory = list(throughput), list(memory)  # by position, also for a pandas Series
+    low, high = (None if b is None else list(b) for b in (low, high))
+    n = len(throughput)
+    for name, seq in (("memory", memory), ("low", low), ("high", high)):
+        if seq is not None and len(seq) != n:
+            raise ValueError(f"throughput has {n} values but {name} has {len(seq)}")
+    out: list[tuple[float, float, float] | None] = []
+    for i in range(n):
+        t, m = _finite(throughput[i]), _finite(memory[i])
+        if t is None or m is None:
+            out.append(None)
+            continue
+        lo = _finite(low[i]) if low is not None else None
+        hi = _finite(high[i]) if high is not None else None
+        out.append((min(t, lo if lo is not None else t), max(t, hi if hi is not None else t), m))
+    return out
+
+
+def pareto_frontier(
+    throughput: Sequence[float | None],
+    memory: Sequence[float | None],
+    low: Sequence[float | None] | None = None,
+    high: Sequence[float | None] | None = None,
+) -> list[bool]:
+    """Which points are on the throughput/memory Pareto frontier, ties included (see the module docstring).
 
     Args:
         throughput: per point, any throughput unit where higher is better (e.g. tokens/s per device).
         memory: per point, any memory unit where lower is better (e.g. peak bytes); same length as ``throughput``.
+        low, high: per point, the throughput interval in the unit of ``throughput`` (None, or a missing value:
+            the throughput itself, a zero-width interval).
 
     Returns:
-        One bool per point, in input order: True when no other point is at least as fast with no more memory and
-        strictly better in one of the two (see the module docstring). Missing/NaN points are always False.
+        One bool per point, in input order. Missing/NaN points are always False.
 
-    Runs in O(n log n): sort by memory ascending, then walk the groups of equal memory keeping the best throughput
-    seen at strictly lower memory.
+    Runs in O(n log n): B is dominated exactly when a point with strictly less memory has ``high >= B.low``
+    (faster or tied), or a point with equal memory has ``low > B.high`` (faster). Walk the groups of equal memory
+    in ascending order, keeping the largest ``high`` seen at strictly lower memory.
     """
-    if len(throughput) != len(memory):
-        raise ValueError(f"throughput has {len(throughput)} values but memory has {len(memory)}")
-    pts = [(i, _finite(t), _finite(m)) for i, (t, m) in enumerate(zip(throughput, memory, strict=True))]
-    valid = sorted(((m, -t, i) for i, t, m in pts if t is not None and m is not None))
+    pts = _intervals(throughput, memory, low, high)
+    valid = sorted((p[2], i) for i, p in enumerate(pts) if p is not None)
     on = [False] * len(pts)
-    best_below = -math.inf  # best throughput among points with strictly less memory
+    best_high_below = -math.inf  # the largest interval top among points with strictly less memory
     k = 0
     while k < len(valid):
-        mem, group_best = valid[k][0], -valid[k][1]  # first of the group is its fastest (sorted by -t)
+        mem = valid[k][0]
+        group = []
         while k < len(valid) and valid[k][0] == mem:
-            t, i = -valid[k][1], valid[k][2]
-            on[i] = t == group_best and t > best_below
+            group.append(valid[k][1])
             k += 1
-        best_below = max(best_below, group_best)
+        best_low = max(pts[i][0] for i in group)  # type: ignore[index]
+        for i in group:
+            lo, hi, _ = pts[i]  # type: ignore[misc]
+            on[i] = best_high_below < lo and not best_low > hi
+        best_high_below = max(best_high_below, max(pts[i][1] for i in group))  # type: ignore[index]
     return on
+
+
+def throughput_ties(
+    throughput: Sequence[float | None],
+    memory: Sequence[float | None],
+    low: Sequence[float | None] | None = None,
+    high: Sequence[float | None] | None = None,
+) -> list[list[int]]:
+    """Per point, the indices (ascending) of the other valid points whose throughput intervals overlap its own
+    (touching counts); empty for an invalid point. Arguments as :func:`pareto_frontier`."""
+    pts = _intervals(throughput, memory, low, high)
+    order = sorted((p[0], i) for i, p in enumerate(pts) if p is not None)
+    lows = [lo for lo, _ in order]
+    out: list[list[int]] = []
+    for i, p in enumerate(pts):
+        if p is None:
+            out.append([])
+            continue
+        lo, hi, _ = p
+        cand = order[: bisect.bisect_right(lows, hi)]  # every point starting at or below this one's top
+        out.append(sorted(j for _, j in cand if j != i and pts[j][1] >= lo))  # type: ignore[index]
+    return out
+
+
+def throughput_interval(
+    df: pd.DataFrame, throughput_col: str = "tokens_per_s_per_device"
+) -> tuple[pd.Series, pd.Series]:
+    """(low, high) throughput of each row of a results table, in the unit of ``throughput_col`` (tokens/s per
+    device by default): ``throughput x step_time_s_median / step_time_s_p90`` and ``... / step_time_s_p10``.
+    Zero-width (the throughput itself) when ``timed_steps_measured`` is below :data:`MIN_TIMED_STEPS` or a step
+    time is missing, non-finite or not positive."""
+    import numpy as np
+    import pandas as pd
+
+    def col(name: str) -> pd.Series:
+        if name not in df.columns:
+            return pd.Series(np.nan, index=df.index, dtype=float)
+        return pd.to_numeric(df[name], errors="coerce").astype(float)
+
+    t, med, p10, p90 = col(throughput_col), col("step_time_s_median"), col("step_time_s_p10"), col("step_time_s_p90")
+    steps = col("timed_steps_measured")
+    good = (med > 0) & (p10 > 0) & (p90 > 0) & ~(steps < MIN_TIMED_STEPS)
+    good &= np.isfinite(med) & np.isfinite(p10) & np.isfinite(p90)
+    low = (t * med / p90).where(good, t)
+    high = (t * med / p10).where(good, t)
+    return np.minimum(low, t).where(t.notna()), np.maximum(high, t).where(t.notna())
+
+
+def _ok(df: pd.DataFrame) -> pd.Series:
+    import pandas as pd
+
+    return df["status"].eq("ok").fillna(False) if "status" in df.columns else pd.Series(True, index=df.index)
 
 
 def mark_frontier(
@@ -61,7 +172,8 @@ def mark_frontier(
     throughput_col: str = "tokens_per_s_per_device",
     memory_col: str = "peak_mem_bytes",
 ) -> pd.Series:
-    """Frontier membership of each row of a results table (tokens/s per device vs peak memory bytes by default).
+    """Frontier membership of each row of a results table (tokens/s per device vs peak memory bytes by default),
+    throughput intervals from the step-time spread (:func:`throughput_interval`).
 
     Only rows with ``status == "ok"`` take part (when the table has a ``status`` column); every other row is False.
 
@@ -70,10 +182,41 @@ def mark_frontier(
     """
     import pandas as pd
 
-    ok = df["status"].eq("ok").fillna(False) if "status" in df.columns else pd.Series(True, index=df.index)
+    ok = _ok(df)
     sub = df.loc[ok]
-    flags = pareto_frontier(sub[throughput_col].tolist(), sub[memory_col].tolist())
+    low, high = throughput_interval(sub, throughput_col)
+    flags = pareto_frontier(sub[throughput_col].tolist(), sub[memory_col].tolist(), low.tolist(), high.tolist())
     out = pd.Series(False, index=df.index, dtype=bool)
     if len(sub):
         out[ok.to_numpy(dtype=bool)] = flags
     return out
+
+
+def mark_ties(
+    df: pd.DataFrame,
+    throughput_col: str = "tokens_per_s_per_device",
+    memory_col: str = "peak_mem_bytes",
+) -> pd.Series:
+    """For each ``ok`` row, the point ids (``point_id`` column, space-separated, sorted) of the other ``ok`` rows
+    tied with it on throughput (overlapping intervals, see the module docstring), whatever their memory; None when
+    there are none and for every other row. The ``frontier_tie_with`` column of the results table keeps these for
+    frontier rows only (:func:`frontier_ties`)."""
+    import pandas as pd
+
+    ok = _ok(df)
+    sub = df.loc[ok]
+    low, high = throughput_interval(sub, throughput_col)
+    ties = throughput_ties(sub[throughput_col].tolist(), sub[memory_col].tolist(), low.tolist(), high.tolist())
+    ids = [str(p) for p in sub["point_id"]] if "point_id" in sub.columns else [str(i) for i in sub.index]
+    values = iter([" ".join(sorted(ids[j] for j in t)) or None for t in ties])
+    return pd.Series([next(values) if k else None for k in ok.to_numpy(dtype=bool)], index=df.index, dtype=object)
+
+
+def frontier_ties(df: pd.DataFrame, on_frontier: pd.Series | None = None) -> pd.Series:
+    """The ``frontier_tie_with`` column: :func:`mark_ties` for the rows on the frontier (``on_frontier``, by default
+    :func:`mark_frontier`), None for every other row."""
+    import pandas as pd
+
+    front = (on_frontier if on_frontier is not None else mark_frontier(df)).astype(bool)
+    ties = mark_ties(df)
+    return pd.Series([t if f else None for t, f in zip(ties, front, strict=True)], index=df.index, dtype=object)

@@ -233,6 +233,8 @@ COLUMNS: tuple[Column, ...] = (
            "metrics.optimizer_state_bytes_per_rank"),
     Column("on_frontier", BOOL, "", "on the tokens/s/device vs peak_mem_bytes Pareto frontier of the ok rows",
            lambda r: False),
+    Column("frontier_tie_with", STR, "", "frontier rows: the ok points (space-separated ids) whose tokens/s/device "
+           "p10-p90 spread overlaps this one's, a tie on throughput (sweeper.results.frontier)", lambda r: None),
     Column("timed_steps_measured", INT, "steps", "timed steps actually measured", "metrics.timed_steps"),
     Column("warmup_steps_dropped", INT, "steps", "warm-up steps dropped", "metrics.warmup_steps_dropped"),
     Column("flops_per_token", FLOAT, "FLOP/token", "6N + 12 L a d s (PaLM), recompute not counted",
@@ -460,10 +462,12 @@ def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
 
     Columns a record lacks are missing (``<NA>``/NaN). ``on_frontier`` is the Pareto frontier of
     ``tokens_per_s_per_device`` (higher is better) against ``peak_mem_bytes`` (lower is better) over the ``ok``
-    rows (:func:`sweeper.results.frontier.mark_frontier`); False for every other row. An empty sweep gives an empty
+    rows (:func:`sweeper.results.frontier.mark_frontier`: throughput intervals from the step-time spread, overlaps
+    are ties); False for every other row. ``frontier_tie_with`` lists, for each frontier row, the ok points tied
+    with it on throughput (:func:`sweeper.results.frontier.frontier_ties`). An empty sweep gives an empty
     frame that still has every fixed column.
     """
-    from sweeper.results.frontier import mark_frontier
+    from sweeper.results.frontier import frontier_ties, mark_frontier
 
     rows = [row_from_record(r) for r in records]
     names = _ordered_names(rows)
@@ -472,6 +476,7 @@ def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
         dtype = dtype_of(name)
         df[name] = _coerce(df[name], dtype) if dtype and dtype != STR else _infer(df[name])
     df["on_frontier"] = mark_frontier(df).astype(bool) if len(df) else pd.Series(dtype=bool)
+    df["frontier_tie_with"] = frontier_ties(df, df["on_frontier"]) if len(df) else pd.Series(dtype=object)
     return df
 
 

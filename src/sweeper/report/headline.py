@@ -1,0 +1,121 @@
+"""The answer at the top of the report: which configuration to pick, in one or two sentences.
+
+Sentence one names the fastest ``ok`` configuration (highest median tokens/s per device; ties of that number broken
+by point id so the sentence is the same on every rebuild), the points tied with it (their tokens/s per device
+p10-p90 spreads overlap its own, :mod:`sweeper.results.frontier`), the one with the least peak memory, and, for each
+device capacity known (``--device-mem`` lines, else the single ``cluster.gpu_mem_gib`` that capacity planning
+judged every point against: the ``predicted_device_mem_bytes`` column), the fastest whose measured peak fits in it.
+Sentence two counts the points per status and how many are on the frontier.
+
+Configurations are named by their values on the swept axes (``fsdp=none gc=true``), in code spans; every outside
+string goes through :mod:`sweeper.report.md`. Units: tokens/s per device; peak memory in the report's unit (GiB =
+2**30 bytes or MiB = 2**20 bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from sweeper.report.fmt import cli, cli_overrides, missing, num
+from sweeper.report.md import code, escape
+from sweeper.results.frontier import mark_ties
+from sweeper.units import GIB
+
+#: Tied points named before "and N more".
+MAX_TIED = 3
+
+
+def capacities(df: pd.DataFrame, device_mem_gib: Sequence[tuple[str, float]] = ()) -> list[tuple[str, float]]:
+    """The device capacities the sweep knows, as (label, bytes): the ``device_mem_gib`` (label, GiB) pairs, else
+    the one ``predicted_device_mem_bytes`` (``cluster.gpu_mem_gib``) every predicted point was judged against."""
+    if device_mem_gib:
+        return [(label, gib * GIB) for label, gib in device_mem_gib]
+    if "predicted_device_mem_bytes" not in df.columns:
+        return []
+    caps = pd.to_numeric(df["predicted_device_mem_bytes"], errors="coerce").dropna().unique()
+    return [("cluster.gpu_mem_gib", float(caps[0]))] if len(caps) == 1 else []
+
+
+def _name(row: pd.Series, axes: Sequence[str]) -> str:
+    parts = [f"{a}={cli(row[a])}" for a in axes if a in row.index and not missing(row[a])]
+    return code(" ".join(parts) or " ".join(cli_overrides(row.get("overrides"))) or str(row["point_id"]))
+
+
+def _numbers(row: pd.Series, unit: tuple[str, int]) -> str:
+    return (
+        f"{num(row['tokens_per_s_per_device'])} tokens/s per device, "
+        f"{num(row['peak_mem_bytes'], unit[1], 3, zeros=True)} {unit[0]} peak"
+    )
+
+
+def _tied(ties: pd.Series, row: pd.Series) -> list[str]:
+    """The point ids tied with ``row`` on throughput (:func:`sweeper.results.frontier.mark_ties`)."""
+    value = ties[row.name]
+    return [] if missing(value) else str(value).split()
+
+
+def _some(pids: list[str], names: dict[str, str]) -> str:
+    """The first :data:`MAX_TIED` of ``pids`` by name, then how many more."""
+    shown = ", ".join(names.get(t, code(t)) for t in pids[:MAX_TIED])
+    return shown + (f" and {len(pids) - MAX_TIED:,} more" if len(pids) > MAX_TIED else "")
+
+
+def answer(
+    df: pd.DataFrame,
+    axes: Sequence[str],
+    unit: tuple[str, int],
+    device_mem_gib: Sequence[tuple[str, float]] = (),
+) -> list[str]:
+    """The first paragraphs of the report (Markdown, outside text escaped): the answer, then the counts.
+
+    Args:
+        df: the results table (:func:`sweeper.results.row.records_to_frame`).
+        axes: the swept axes that name a configuration.
+        unit: the report's memory unit, (name, bytes).
+        device_mem_gib: device capacities as (label, GiB) pairs (see :func:`capacities`).
+    """
+    if not len(df):
+        return ["No points: this sweep directory holds no results yet."]
+    tps = pd.to_numeric(df["tokens_per_s_per_device"], errors="coerce")
+    mem = pd.to_numeric(df["peak_mem_bytes"], errors="coerce")
+    measured = (df["status"] == "ok") & tps.notna() & mem.notna()
+    ok = df[measured].assign(_tps=tps[measured], _mem=mem[measured], _pid=df.loc[measured, "point_id"].astype(str))
+    out: list[str] = []
+    if len(ok):
+        ties = mark_ties(df)
+        names = {pid: _name(row, axes) for pid, (_, row) in zip(ok["_pid"], ok.iterrows(), strict=True)}
+        fastest = ok.sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable").iloc[0]
+        parts = [f"Fastest: {names[fastest['_pid']]} ({_numbers(fastest, unit)})"]
+        tied = _tied(ties, fastest)
+        if tied:
+            parts[0] += f", tied with {_some(tied, names)} (their p10-p90 step-time spreads overlap)"
+        if not bool(fastest["on_frontier"]):
+            parts[0] += ", but off the frontier: a tied point needs less memory"
+        least = ok.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
+        parts.append(f"least memory: {names[least['_pid']]} ({_numbers(least, unit)})")
+        mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
+        same = [t for t in _tied(ties, least) if mems.get(t) == least["_mem"]]
+        if same:
+            parts[-1] += f", tied with {_some(same, names)} (same memory, overlapping spreads)"
+        for label, cap in capacities(df, device_mem_gib):
+            fits = ok[ok["_mem"] <= cap].sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable")
+            where = f"{escape(label)} ({num(cap, unit[1], 3, zeros=True)} {unit[0]})"
+            if len(fits):
+                best = fits.iloc[0]
+                parts.append(f"fastest that fits {where}: {names[best['_pid']]} ({_numbers(best, unit)})")
+            else:
+                parts.append(f"no ok point fits {where}")
+        out.append("; ".join(parts) + ".")
+    else:
+        out.append("No point finished with status ok and measured numbers, so there is no answer yet.")
+    counts = df["status"].value_counts()
+    bad = {s: int(n) for s, n in counts.items() if s != "ok"}
+    n_front = int(df["on_frontier"].sum())
+    count = f"{len(df):,} points: {int(counts.get('ok', 0)):,} ok ({n_front:,} on the frontier)"
+    if bad:
+        count += "; " + ", ".join(f"{n:,} {escape(s)}" for s, n in sorted(bad.items(), key=lambda x: (-x[1], x[0])))
+        count += " (reasons under Failures" + (" and Pruned before launch" if "pruned" in bad else "") + ")"
+    out.append(count + ".")
+    return out
