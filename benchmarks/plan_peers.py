@@ -46,18 +46,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from plan_accuracy import GPT2_SHAPED, STEPS  # the same sweep settings and GPT-2-shaped model (benchmarks/)
+
 HERE = Path(__file__).resolve().parent
-STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
 GRID = ["fsdp=none,full_shard", "zero=0,1,2,3", "precision=fp32,bf16"]
-GPT2_SHAPED = [
-    "model=gpt2",
-    "model.name=gpt2-shaped",
-    "model.config.n_embd=128",
-    "model.config.n_layer=2",
-    "model.config.n_head=4",
-    "model.config.vocab_size=4000",
-    "model.config.n_positions=256",
-]
 PEERS = ("sweeper", "DeepSpeed", "accelerate", "llm-analysis")
 QUANTITIES = ("param", "grad", "optim", "states", "peak")
 DEFAULT_VENV = Path(tempfile.gettempdir()) / "sweeper-peers-venv"

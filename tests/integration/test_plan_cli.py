@@ -14,17 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from tests.conftest import REPO
+from tests.unit.test_plan_app import INTERFACE
 
-INTERFACE = [
-    "fsdp",
-    "zero",
-    "gc",
-    "precision",
-    "fits",
-    "max_per_device_batch_size",
-    "predicted_peak_bytes",
-    "predicted_tokens_per_s_per_device",
-]
 #: The libraries the plan must never import (the driver side of the torch boundary, docs/architecture.md).
 HEAVY = ("torch", "transformers", "accelerate", "deepspeed")
 
