@@ -10,5 +10,5 @@ PY="${PYTHON:-python3}"
 . .venv/bin/activate
 pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 pip install -q "${TORCH_SPEC:-torch==2.13.0}" 2>&1 | grep -v "^WARNING: Location" || true
-pip install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+pip install -q -e '.[dev,tracking]' 2>&1 | grep -v "^WARNING: Location" || true
 python -c "import torch, transformers, sweeper; print(f'sweeper ready: torch {torch.__version__}, transformers {transformers.__version__}')"
