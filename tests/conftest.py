@@ -43,6 +43,8 @@ def run_sweeper(args: list[str], cwd: Path, timeout: float = 900) -> SweepRun:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.pop("SWEEPER_SWEEP_ID", None)
+    # W&B's own switch: no runs unless a test asks (wandb=offline wins over it; tests/integration/test_wandb.py)
+    env.setdefault("WANDB_MODE", "disabled")
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper", *args],
         cwd=cwd,

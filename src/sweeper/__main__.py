@@ -1,7 +1,9 @@
 """``python -m sweeper [-m] key=value ...``: run one grid point, or a grid with ``-m`` (Hydra multirun).
 
 Each point goes through :mod:`sweeper.point.lifecycle` (identity, gate, ranks, record); its record lands in the
-sweep directory. When the run ends the report is built and its path printed as the last line.
+sweep directory. While a point runs, :func:`sweeper.launchers.progress.announce` shows its window and step (a live
+line on a terminal, plain lines in a log) and the sweep's ETA; its position and the total are Hydra's ``job.num``
+and ``n_points`` of ``sweep.json``. When the run ends the report is built and its path printed as the last line.
 
 Exit status (``docs/failures.md``):
 

@@ -31,12 +31,20 @@ def grid_size(config: DictConfig) -> int | None:
         return None
 
 
+def wandb_node(config: DictConfig) -> dict[str, Any] | None:
+    """The ``wandb`` node (mode, project, entity) as plain data, for ``sweep.json``; None when the config has none."""
+    if "wandb" not in config:
+        return None
+    return OmegaConf.to_container(config.wandb, resolve=True, enum_to_str=True)
+
+
 class ReportCallback(Callback):
     """Opens ``sweep.json`` at the start; writes results.csv/parquet, report.md/html and frontier.png at the end,
     prints capacity planning's summary and then the report's path as the last line."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        open_sweep(Path(config.hydra.sweep.dir), "multirun", grid_size(config), list(config.hydra.overrides.task))
+        sweep_dir = Path(config.hydra.sweep.dir)
+        open_sweep(sweep_dir, "multirun", grid_size(config), list(config.hydra.overrides.task), wandb_node(config))
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A single point: the gate runs before Hydra creates any directory; a refusal (invalid, unsupported, or
@@ -52,7 +60,7 @@ class ReportCallback(Callback):
         except InvalidPoint as e:
             print(f"sweeper: {e.status} point ({', '.join(e.keys)}): {e}", file=sys.stderr)
             sys.exit(2)
-        open_sweep(Path(config.hydra.run.dir), "run", 1, list(config.hydra.overrides.task))
+        open_sweep(Path(config.hydra.run.dir), "run", 1, list(config.hydra.overrides.task), wandb_node(config))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         _report(Path(config.hydra.sweep.dir))
@@ -62,16 +70,22 @@ class ReportCallback(Callback):
 
 
 def _report(sweep_dir: Path) -> None:
-    """Build the report, print capacity planning's summary (the model's error over the sweep, the calibrated
-    efficiency, pruned points; plain text), then the report's path as the last line."""
+    """Write the W&B runs (:func:`sweeper.tracking.log_runs`: never fails), build the report, print capacity
+    planning's summary (the model's error over the sweep, the calibrated efficiency, pruned points), the W&B lines
+    (plain text), then the report's path as the last line."""
     from sweeper.report import build_report
     from sweeper.report.predicted import terminal_lines
+    from sweeper.tracking import log_runs, sweep_settings
 
+    try:
+        tracking = log_runs(sweep_dir, sweep_settings(sweep_dir))
+    except Exception as e:  # noqa: BLE001 - W&B never fails a sweep
+        tracking = [f"W&B: not written: {type(e).__name__}: {e}"]
     path = build_report(sweep_dir)
     try:
         lines = terminal_lines(sweep_dir)
     except Exception as e:  # noqa: BLE001 - the summary is extra; the report's path must be printed
         lines = [f"(no prediction summary: {type(e).__name__}: {e})"]
-    for line in lines:
+    for line in [*lines, *tracking]:
         print(line, flush=True)
     print(f"Report: {path}", flush=True)

@@ -101,3 +101,37 @@ def test_t07_a_rank_that_stops_early_is_named_as_the_cause_and_the_grid_still_wr
     pdir = run.sweep_dir / "points" / bad.point_id
     assert (pdir / "rank1.step").read_text() == "4"  # the progress file: steps finished, ASCII digits
     assert "rank 1 stopped early at step 4 of 9" in run.report.read_text()
+    # progress in a log (stdout captured, not a terminal): plain lines, no escapes, one per window a point enters
+    assert "\x1b" not in run.proc.stdout
+    order = ["warm-up", "timed", "memory", "profile"]
+    for pos, status in (("[1/2] ", "error"), ("[2/2] ", "ok")):
+        words = [ln.split("  ")[1] for ln in run.proc.stdout.splitlines() if ln.startswith(pos)]
+        assert words[:2] == ["start", "setup"] and words[-2:] == ["writing record", status], words
+        seen = [w.split()[0] for w in words[2:-2]]  # the windows a poll saw (a fast step can fall between two)
+        assert seen == sorted(set(seen), key=order.index), words
+    _check_series(run, good, steps=9)
+    _check_series(run, bad, steps=4)  # the failed point keeps the history of the steps it finished
+
+
+def _check_series(run, record, steps: int) -> None:
+    """The record's per-step series (``Record.series``) against the spec's windows and the rank files."""
+    import json
+
+    s = record.series
+    assert s is not None and s["mem_kind"] == "rss_peak"
+    columns = ("step", "window", "step_time_s", "loss", "mem_high_water_bytes")
+    assert [len(s[c]) for c in columns] == [steps] * len(columns)
+    assert s["step"] == list(range(1, steps + 1))
+    windows = ["warmup"] * 3 + ["timed"] * 3 + ["memory"] + ["profile"] * 2  # timed_steps=3, defaults otherwise
+    assert s["window"] == windows[:steps]
+    assert all(t > 0 for t in s["step_time_s"])
+    assert all(isinstance(x, float) for x in s["loss"])  # the Trainer logs a loss at every step
+    mem = s["mem_high_water_bytes"]
+    assert all(b > 0 for b in mem) and mem == sorted(mem)  # a high-water mark never goes down
+    pdir = run.sweep_dir / "points" / record.point_id
+    ranks = [json.loads(p.read_text()) for p in sorted(pdir.glob("rank*.json"))]
+    stats_in = [max(ts) for ts in zip(*[r["step_times_s"] for r in ranks if r["step_times_s"]], strict=False)]
+    timed = [t for t, w in zip(s["step_time_s"], s["window"], strict=True) if w == "timed"]
+    assert timed[: len(stats_in)] == stats_in  # the very numbers the step-time statistics use
+    if record.status == "ok":
+        assert len(stats_in) == record.metrics["timed_steps"] == 3

@@ -147,6 +147,26 @@ class PlanConfig:
     nccl_gib: float = 0.25
 
 
+class WandbMode(str, Enum):
+    """Where W&B runs go (``wandb=<mode>``, files in ``conf/wandb/``; docs/wandb.md)."""
+
+    auto = "auto"  # offline when the wandb package is installed, else off
+    off = "off"  # no W&B at all
+    offline = "offline"  # runs written under <sweep dir>/wandb/, synced later with `wandb sync`
+    online = "online"  # runs sent to the W&B server; offline when no API key or no network
+
+
+@dataclass
+class WandbConfig:
+    """W&B tracking of a sweep: one run per point, written from the records on the driver when the sweep ends and by
+    ``python -m sweeper.report`` (never inside the ranks). Not part of any point's identity."""
+
+    mode: WandbMode = WandbMode.auto
+    # the W&B project and entity (team or user; null: the API key's default entity)
+    project: str = "sweeper"
+    entity: str | None = None
+
+
 @dataclass
 class SweeperConfig:
     """One grid point. Every field can be swept with ``-m key=a,b``."""
@@ -203,6 +223,7 @@ class SweeperConfig:
     plan: PlanConfig = field(default_factory=PlanConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
 
 
 #: Keys shown in ``--help`` with a placeholder instead of a value list (what their numbers mean).

@@ -169,6 +169,12 @@ def run_rank(point_dir: Path) -> int:
     out["setup"] = check.setup
     out["step_times_s"] = timer.times_s
     out["losses"] = losses.losses
+    out["series"] = {  # per-step history, every window (sweeper.results.ranks.series_from_ranks merges it)
+        "step_wall_s": timer.wall_s,
+        "mem_high_water_bytes": timer.mem_high_water_bytes,
+        "mem_kind": timer.mem_kind,
+        "loss_steps": losses.steps,
+    }
     out["memory"] = {
         "tensor_peak_bytes": memory.peak_bytes,
         "tensor_peak_breakdown_bytes": memory.breakdown_bytes,

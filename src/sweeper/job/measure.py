@@ -11,10 +11,14 @@ Steps run in windows, in this order (``warmup_steps``, ``timed_steps``, ``memory
   (parameters, gradients, optimizer state held by this rank) are counted in this window, just before the
   optimizer step, when gradients exist.
 * profile: ``torch.profiler`` trace (chrome JSON) and a top-ops table.
+
+Every step of every window is also timed the same way and followed (after the clock stops) by a reading of the
+memory high-water mark, for the point's per-step history (:class:`StepTimer`, ``Record.series``).
 """
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -116,28 +120,56 @@ class PhaseTracker(TrainerCallback):
 
 
 class StepTimer(TrainerCallback):
-    """Wall time of each optimizer step in the timed window (seconds, ``time.perf_counter``)."""
+    """Wall time of every optimizer step (seconds, ``time.perf_counter``) and the memory high-water mark after it.
+
+    Every step is timed from ``on_step_begin`` to ``on_step_end`` (one optimizer step, all gradient-accumulation
+    micro-batches); on CUDA synchronised at both ends. The timed window's steps are the point's step-time
+    measurement (:attr:`times_s`); the other windows' times are history only (the memory and profile windows run
+    their tracker or profiler inside the step). The memory high-water mark is read in ``on_step_end`` after the
+    clock has stopped, so nothing extra runs inside a timed step.
+
+    Attributes:
+        times_s: wall time of each step of the timed window, seconds (unchanged measurement).
+        wall_s: wall time of every optimizer step this rank finished, all windows, in step order, seconds; a timed
+            step's entry is the same number as in :attr:`times_s`.
+        mem_high_water_bytes: after each finished step (same length as :attr:`wall_s`), the memory high-water mark
+            so far, bytes: on CUDA ``torch.cuda.max_memory_allocated()`` (``mem_kind = "cuda_max_allocated"``), on
+            CPU the process's peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss x 1024`` (``mem_kind = "rss_peak"``).
+        mem_kind: which counter :attr:`mem_high_water_bytes` holds.
+    """
 
     def __init__(self, windows: Windows, cuda: bool) -> None:
         self.windows = windows
         self.cuda = cuda
         self.times_s: list[float] = []
+        self.wall_s: list[float] = []
+        self.mem_high_water_bytes: list[int] = []
+        self.mem_kind = "cuda_max_allocated" if cuda else "rss_peak"
         self._t0: float | None = None
 
     def _sync(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()
 
+    def _high_water_bytes(self) -> int:
+        if self.cuda:
+            return int(torch.cuda.max_memory_allocated())
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
     def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step in self.windows.timed:
-            self._sync()
-            self._t0 = time.perf_counter()
+        # timed steps: synchronised as always; the other windows' steps likewise (outside the timed window)
+        self._sync()
+        self._t0 = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         # global_step was incremented just before on_step_end
-        if self._t0 is not None and state.global_step - 1 in self.windows.timed:
+        if self._t0 is not None:
             self._sync()
-            self.times_s.append(time.perf_counter() - self._t0)
+            dt = time.perf_counter() - self._t0
+            if state.global_step - 1 in self.windows.timed:
+                self.times_s.append(dt)
+            self.wall_s.append(dt)
+            self.mem_high_water_bytes.append(self._high_water_bytes())  # after the clock stopped
         self._t0 = None
 
 
@@ -259,14 +291,23 @@ class DtypeProbe(TrainerCallback):
 
 
 class LossLog(TrainerCallback):
-    """Training losses as logged by the Trainer (one per optimizer step with ``logging_steps=1``)."""
+    """Training losses as logged by the Trainer (one per optimizer step with ``logging_steps=1``, which
+    :func:`sweeper.point.passthrough.sweeper_training_args` sets; the Trainer logs after ``on_step_end``, outside
+    the timed window).
+
+    Attributes:
+        losses: each logged training loss (the mean over ranks of the steps since the last log).
+        steps: for each entry of :attr:`losses`, the optimizer step it was logged at (1-based ``global_step``).
+    """
 
     def __init__(self) -> None:
         self.losses: list[float] = []
+        self.steps: list[int] = []
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
             self.losses.append(float(logs["loss"]))
+            self.steps.append(int(state.global_step))
 
 
 def measure_cpu_peak(dtype: str = "fp32", n: int = 512, seconds: float = 0.3) -> Peak:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.grid.spec import PointSpec
+from sweeper.launchers import progress
 from sweeper.launchers.host_memory import (
     CgroupMemoryLimit,
     Limit,
@@ -32,6 +33,8 @@ from sweeper.results.ranks import read_rank_steps, summarize_ranks
 from sweeper.results.record import Record
 
 LOG_FILE = "ranks.log"
+#: The module each rank runs for a measured point (another one, such as batch-search trials, writes no step files).
+HARNESS = "sweeper.job.harness"
 KILL_GRACE_S = 10.0
 
 
@@ -97,9 +100,7 @@ class Launch:
     wall_s: float
 
 
-def launch_ranks(
-    spec: PointSpec, pdir: Path, module: str = "sweeper.job.harness", timeout_s: float | None = None
-) -> Launch:
+def launch_ranks(spec: PointSpec, pdir: Path, module: str = HARNESS, timeout_s: float | None = None) -> Launch:
     """Run ``module`` (``python -m module <pdir>``) on ``spec``'s ranks under torchrun, bounded by ``timeout_s``
     (default ``spec.timeout_s``) and the host-memory limit, and summarise the rank files against ``spec``."""
     pdir = Path(pdir)
@@ -151,11 +152,12 @@ class _Run:
 
 
 def _run_ranks(
-    spec: PointSpec, pdir: Path, limit: Limit, module: str = "sweeper.job.harness", timeout_s: float | None = None
+    spec: PointSpec, pdir: Path, limit: Limit, module: str = HARNESS, timeout_s: float | None = None
 ) -> _Run:
     """Start ``ranks_per_node`` ranks of ``python -m module <pdir>`` with torchrun (c10d rendezvous on a free port)
     in their own session, wait at most ``timeout_s`` (default ``spec.timeout_s``) seconds, then stop the whole process
-    group (SIGTERM, then SIGKILL after 10 s).
+    group (SIGTERM, then SIGKILL after 10 s). While it waits, the point's progress line follows the ranks' step files
+    (:func:`_wait`, :mod:`sweeper.launchers.progress`).
 
     Meanwhile :class:`~sweeper.launchers.host_memory.RssWatch` kills the process group (SIGKILL) as soon as the
     ranks' summed RSS reaches ``limit``; where a delegated cgroup v2 allows it, the ranks also run in a child cgroup
@@ -185,7 +187,7 @@ def _run_ranks(
             with RssWatch(proc.pid, limit.bytes) as watch:
                 try:
                     wait_s = spec.timeout_s if timeout_s is None else timeout_s
-                    returncode, timed_out = proc.wait(timeout=wait_s), False
+                    returncode, timed_out = _wait(proc, wait_s, spec, pdir, search=module != HARNESS), False
                     _kill_leftovers(proc)
                 except subprocess.TimeoutExpired:
                     _kill_group(proc)
@@ -200,6 +202,29 @@ def _run_ranks(
     finally:
         if cgroup is not None:
             cgroup.close()
+
+
+def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: Path, search: bool) -> int:
+    """Wait for torchrun to exit, at most ``wait_s`` seconds (None: no limit), telling
+    :mod:`sweeper.launchers.progress` where the ranks are every :data:`~sweeper.launchers.progress.POLL_S` s (the
+    driver reads the step files; the ranks do nothing for it) and once when they exit. ``search``: a batch-search
+    trial launch. Returns torchrun's exit code.
+
+    Raises:
+        subprocess.TimeoutExpired: past ``wait_s``.
+    """
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    while True:
+        progress.ranks_running(spec, pdir, search=search)
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, wait_s)
+        try:
+            returncode = proc.wait(timeout=progress.POLL_S if left is None else min(progress.POLL_S, left))
+        except subprocess.TimeoutExpired:
+            continue
+        progress.ranks_running(spec, pdir, search=search, ranks_done=True)
+        return returncode
 
 
 def _kill_leftovers(proc: subprocess.Popen) -> None:

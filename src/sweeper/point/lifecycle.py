@@ -261,9 +261,10 @@ def finish(
         artifacts: extra files of the point (name -> path relative to the point directory), e.g. the ranks' log.
 
     Returns:
-        The record written, with the point's predicted numbers (:func:`predicted_for`, given its measurements).
+        The record written, with the point's predicted numbers (:func:`predicted_for`, given its measurements) and
+        its per-step series (:func:`sweeper.results.ranks.series_from_ranks`, from ``ranks`` whatever the outcome).
     """
-    from sweeper.results.ranks import read_rank_steps, summarize_ranks
+    from sweeper.results.ranks import read_rank_steps, series_from_ranks, summarize_ranks
 
     spec = prepared.spec
     env = dict(env if env is not None else environment())
@@ -274,7 +275,13 @@ def finish(
         spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail, steps=read_rank_steps(prepared.pdir)
     )
     predicted = predicted_for(spec, prepared.target, result.get("metrics"))
-    record = Record(**prepared.base(env), **{**result, "predicted": predicted}, wall_time_s=wall_time_s)
+    try:  # from the rank files even when the launcher decided the outcome: a failed point keeps its history
+        series = series_from_ranks(spec, ranks)
+    except Exception:  # noqa: BLE001 - a malformed rank file (a bug) costs the per-step history, never the record
+        series = None
+    record = Record(
+        **prepared.base(env), **{**result, "predicted": predicted, "series": series}, wall_time_s=wall_time_s
+    )
     record.artifacts.update(artifacts or {})
     return write(prepared.sweep_dir, record)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from sweeper.report.build import build_report
 from sweeper.results.collect import read_submitted, sweep_info
 from sweeper.results.record import POINTS_DIR
+from sweeper.tracking import log_runs, sweep_settings
+from sweeper.tracking.settings import MODES
 
 
 def device_mem(text: str) -> tuple[str, float]:
@@ -27,8 +29,9 @@ def device_mem(text: str) -> tuple[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m sweeper.report <sweep_dir> [--device-mem LABEL=GIB ...]``: rebuild the report; prints the path
-    of report.md last.
+    """``python -m sweeper.report <sweep_dir> [--device-mem LABEL=GIB ...] [--wandb MODE]``: write or update the
+    sweep's W&B runs (:func:`sweeper.tracking.log_runs`; a W&B problem is printed, never fatal), rebuild the report;
+    prints the path of report.md last.
 
     Returns 0 on success, 2 if the directory does not exist or has no ``points/`` folder, 1 if a record on disk
     cannot be read (the message names the file).
@@ -42,6 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="LABEL=GIB",
         help="draw a device-memory line, e.g. 'H100 80 GiB=80' (repeatable)",
+    )
+    parser.add_argument(
+        "--wandb",
+        choices=MODES,
+        default=None,
+        help="write/update the W&B runs in this mode (default: the mode the sweep ran with; docs/wandb.md)",
     )
     args = parser.parse_args(argv)
     sweep_dir: Path = args.sweep_dir
@@ -59,9 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweeper.launchers.slurm.accounting import reconcile
 
             reconcile(sweep_dir, sweep_info(sweep_dir).get("sweep_id", sweep_dir.name))
+        tracking = log_runs(sweep_dir, sweep_settings(sweep_dir, args.wandb))
         path = build_report(sweep_dir, args.device_mem)
     except ValueError as e:
         print(f"sweeper.report: error: {e}", file=sys.stderr)
         return 1
+    for line in tracking:
+        print(line)
     print(path)
     return 0

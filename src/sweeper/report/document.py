@@ -139,6 +139,7 @@ def build_document(
     sections += [
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
+        *_wandb(sweep_dir),
         Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
         Section("Grid", _grid(grid)),
         Section("Environment", _environment(records)),
@@ -146,6 +147,19 @@ def build_document(
     if info:
         sections.append(Section("Sweep", [Bullets([f"{strong(k)}: {code(cli(v))}" for k, v in info.items()])]))
     return Document(title=f"Sweep {sweep_id}", sections=sections)
+
+
+def _wandb(sweep_dir: Path) -> list[Section]:
+    """The W&B section (runs written, where, the sync command), when the sweep has W&B runs."""
+    from sweeper.tracking.manifest import summary_lines
+
+    lines = summary_lines(sweep_dir)
+    if not lines:
+        return []
+    bullets = [escape(line) for line in lines if not line.startswith("Sync")]
+    bullets += [f"Sync them once online: {code(line.partition(': ')[2])}" for line in lines if line.startswith("Sync")]
+    bullets.append(f"Comparison report: {code(f'python -m sweeper.wandb_report {sweep_dir}')}")
+    return [Section("W&B", [Bullets(bullets)])]
 
 
 def _environment(records: Sequence[Record]) -> list[Block]:

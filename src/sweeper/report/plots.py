@@ -9,6 +9,12 @@ at the right edge), each with its reason on hover. Each ok point has an error ba
 predicted both numbers of an ok point (predicted peak tensor bytes per rank, predicted tokens/s per device), the
 prediction is drawn as a hollow marker joined to the measured point by a dotted line.
 
+The axes are the measured points' (:func:`axis_limits`): a prediction may widen an axis by at most
+:data:`PREDICTED_STRETCH` times, so that a model far off (on CPU the default ``plan.efficiency`` can predict several
+times the measured tokens/s) never squashes the measured points, the answer, into a corner. Predicted markers that
+still fall outside are hidden in report.html until the "predicted" legend entry is clicked, clipped in
+frontier.png, and both plots say how many there are (:attr:`PlotData.predicted_note`).
+
 Outside text never becomes markup here either: plotly hover text and annotations are HTML-escaped (plotly reads
 a subset of HTML in them), matplotlib texts are drawn with ``parse_math=False`` (no mathtext from ``$...$``).
 matplotlib and plotly are imported only inside the functions that draw.
@@ -27,6 +33,16 @@ import pandas as pd
 from sweeper.report.fmt import cli, cli_overrides, mem_unit, missing, num, text
 from sweeper.results.frontier import throughput_interval
 from sweeper.units import GIB, MIB
+
+#: Headroom above the highest measured tokens/s (top of its p10-p90 bar) on the y axis (fraction of it).
+Y_HEADROOM = 1.15
+#: Headroom right of the rightmost measured x (memory, device line, failed point): where failed points without a
+#: memory number sit (:attr:`PlotData.edge`); the x axis ends :data:`X_PAD` further right.
+X_HEADROOM = 1.1
+X_PAD = 1.05
+#: The most an axis may be widened (times its measured extent) to show predicted markers; beyond it the axis stays
+#: the measured one and the predictions outside are hidden (report.html) or clipped (frontier.png).
+PREDICTED_STRETCH = 1.5
 
 
 def labels(df: pd.DataFrame, axes: Sequence[str]) -> list[str]:
@@ -54,6 +70,8 @@ class PlotData:
         unit: "GiB" or "MiB".
         predicted: the ok points with both predicted numbers: measured ``x``, ``y``, predicted ``px`` (``unit``),
             ``py`` (tokens/s/device), and a ``hover`` text; empty when nothing was predicted.
+        x_max: the right end of the x axis, in ``unit`` (:func:`axis_limits`; both axes start at 0).
+        y_max: the top of the throughput axis, in tokens/s per device (:func:`axis_limits`).
     """
 
     ok: pd.DataFrame
@@ -62,11 +80,48 @@ class PlotData:
     devices: list[tuple[str, float]]
     unit: str = "GiB"
     predicted: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["x", "y", "px", "py", "hover"]))
+    x_max: float | None = None
+    y_max: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.x_max is None or self.y_max is None:
+            x_max, y_max = axis_limits(self.ok, self.predicted, self.edge)
+            self.x_max = x_max if self.x_max is None else self.x_max
+            self.y_max = y_max if self.y_max is None else self.y_max
 
     @property
     def xlabel(self) -> str:
         """The x-axis title, with the unit."""
         return f"peak memory per device ({self.unit})"
+
+    @property
+    def predicted_outside(self) -> pd.Series:
+        """Which predicted markers fall outside the axes (``px`` > :attr:`x_max` or ``py`` > :attr:`y_max`)."""
+        pred = self.predicted
+        if not len(pred):
+            return pd.Series(False, index=pred.index, dtype=bool)
+        return (pred["px"].astype(float) > self.x_max) | (pred["py"].astype(float) > self.y_max)
+
+    @property
+    def predicted_note(self) -> str:
+        """One line saying how many predicted markers fall outside the axes and how far off they are (predicted /
+        measured, tokens/s per device and peak memory); empty when none does."""
+        out = self.predicted_outside
+        n = int(out.sum())
+        if not n:
+            return ""
+        pred = self.predicted
+        ratios = []
+        for what, p, m, top in (("tokens/s", "py", "y", self.y_max), ("peak memory", "px", "x", self.x_max)):
+            beyond = pred[pred[p].astype(float) > top]  # outside on this axis
+            if len(beyond):
+                r = (beyond[p].astype(float) / beyond[m].astype(float)).max()
+                if not missing(r) and r != float("inf"):
+                    ratios.append(f"{r:.1f}x the measured {what}")
+        far = f" (up to {' and '.join(ratios)})" if ratios else ""
+        return (
+            f"{n} of {len(self.predicted)} predicted markers fall outside the axes, which the measured points set{far}"
+        )
 
 
 _HOVER_COLUMNS = (
@@ -128,6 +183,34 @@ def _predicted_hovers(df: pd.DataFrame, px: pd.Series, py: pd.Series, unit: str)
     return out
 
 
+def axis_limits(ok: pd.DataFrame, predicted: pd.DataFrame, edge: float) -> tuple[float, float]:
+    """The upper ends of the plot's axes (both start at 0), set by the measured points.
+
+    Args:
+        ok: the measured points (``x`` in the memory unit, ``y_high``: top of the p10-p90 bar, tokens/s/device).
+        predicted: the predictions (``px`` in the memory unit, ``py`` in tokens/s/device); may be empty.
+        edge: the right edge of the measured data (memory unit): measured peaks, device lines, failed points.
+
+    Returns:
+        (x_max in the memory unit, y_max in tokens/s per device): ``edge`` x :data:`X_PAD` and the highest
+        ``y_high`` x :data:`Y_HEADROOM` (at least 1), each widened to show the predictions only when that widens
+        it by at most :data:`PREDICTED_STRETCH` times.
+    """
+    x_max = edge * X_PAD
+    highs = pd.to_numeric(ok["y_high"], errors="coerce").dropna() if len(ok) else pd.Series(dtype=float)
+    y_max = max(float(highs.max()) * Y_HEADROOM, 1.0) if len(highs) else 1.0
+    if len(predicted):
+        px = pd.to_numeric(predicted["px"], errors="coerce").dropna()
+        py = pd.to_numeric(predicted["py"], errors="coerce").dropna()
+        want_x = float(px.max()) * X_HEADROOM * X_PAD if len(px) else 0.0
+        want_y = float(py.max()) * Y_HEADROOM if len(py) else 0.0
+        if x_max < want_x <= x_max * PREDICTED_STRETCH:
+            x_max = want_x
+        if y_max < want_y <= y_max * PREDICTED_STRETCH:
+            y_max = want_y
+    return x_max, y_max
+
+
 def _column(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(df[name], errors="coerce").astype(float) if name in df else pd.Series(float("nan"), df.index)
 
@@ -155,8 +238,8 @@ def plot_data(
     px = _column(df, "predicted_peak_bytes") / scale
     py = _column(df, "predicted_tokens_per_s_per_device")
     both = measured & px.notna() & py.notna()
-    known = [*x[measured], *px[both], *cap[~measured].dropna(), *(d for _, d in devices)]
-    edge = max(known) * 1.1 if known else 1.0
+    known = [*x[measured], *cap[~measured].dropna(), *(d for _, d in devices)]  # predictions: axis_limits
+    edge = max(known) * X_HEADROOM if known and max(known) > 0 else 1.0
     base = pd.DataFrame(
         {
             "label": labels(df, axes),
@@ -206,18 +289,26 @@ _OK_TITLE = "ok points (★ = Pareto frontier; bars: tokens/s per device at the 
 
 def plot_html(data: PlotData) -> str:
     """The interactive plot as an HTML ``<div>`` with plotly.js inlined (no CDN). The strip of points that were
-    not measured is drawn only when there are such points."""
+    not measured is drawn only when there are such points. The axes are fixed to :attr:`PlotData.x_max` and
+    :attr:`PlotData.y_max` (memory unit, tokens/s per device); when predicted markers fall outside them the
+    predictions start hidden (``visible="legendonly"``: the "predicted" legend entry shows them) and the title of
+    the plot says how many (double-click on the plot fits every shown marker)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     strip = bool(len(data.failed))
+    note = data.predicted_note
+    ok_title = _OK_TITLE
+    if note:
+        hint = "click “predicted” in the legend to show them, double-click the plot to fit them"
+        ok_title += f"<br><span style='font-size:11px;color:gray'>{html.escape(f'{note}: {hint}')}</span>"
     fig = make_subplots(
         rows=2 if strip else 1,
         cols=1,
         shared_xaxes=True,
         row_heights=[0.78, 0.22] if strip else None,
         vertical_spacing=0.06,
-        subplot_titles=(_OK_TITLE, _FAILED_TITLE) if strip else (_OK_TITLE,),
+        subplot_titles=(ok_title, _FAILED_TITLE) if strip else (ok_title,),
     )
     ok, front = data.ok, data.ok[data.ok["on_frontier"]]
     if len(ok):
@@ -260,12 +351,15 @@ def plot_html(data: PlotData) -> str:
     pred = data.predicted
     if len(pred):
         xs, ys = _segments(pred)
+        shown: bool | str = "legendonly" if note else True  # one legend click shows both traces of the group
         fig.add_trace(
             go.Scatter(
                 x=xs,
                 y=ys,
                 mode="lines",
                 name="prediction to measurement",
+                legendgroup="predicted",
+                visible=shown,
                 hoverinfo="skip",
                 line={"dash": "dot", "color": "gray", "width": 1},
             ),
@@ -278,6 +372,8 @@ def plot_html(data: PlotData) -> str:
                 y=pred["py"],
                 mode="markers",
                 name="predicted",
+                legendgroup="predicted",
+                visible=shown,
                 text=pred["hover"],
                 hoverinfo="text",
                 marker={"size": 9, "symbol": "circle-open", "color": "#1f77b4", "line": {"width": 1.5}},
@@ -312,8 +408,12 @@ def plot_html(data: PlotData) -> str:
             row=1,
             col=1,
         )
-    fig.update_xaxes(title_text=data.xlabel, row=2 if strip else 1, col=1, rangemode="tozero")
-    fig.update_yaxes(title_text=_YLABEL, row=1, col=1, rangemode="tozero")
+    fig.update_xaxes(title_text=data.xlabel, row=2 if strip else 1, col=1)
+    fig.update_xaxes(range=[0, data.x_max])  # every row: the strip shares the x axis
+    if len(ok):
+        fig.update_yaxes(title_text=_YLABEL, row=1, col=1, range=[0, data.y_max])
+    else:
+        fig.update_yaxes(title_text=_YLABEL, row=1, col=1, rangemode="tozero")
     if strip:
         fig.update_yaxes(title_text="status", row=2, col=1)
     fig.update_layout(height=650 if strip else 520, hovermode="closest", template="plotly_white")
@@ -323,7 +423,8 @@ def plot_html(data: PlotData) -> str:
 def png_figure(data: PlotData) -> Any:
     """The static plot as a matplotlib ``Figure`` (Agg, no global backend change): ok points with the frontier
     and, only when some point was not measured, a strip below with those points. Point labels point away from
-    the nearer side edge so that they stay inside the axes."""
+    the nearer side edge so that they stay inside the axes. The axes end at :attr:`PlotData.x_max` and
+    :attr:`PlotData.y_max`; predicted markers beyond them are clipped and counted in a line under the plot."""
     from matplotlib.figure import Figure
 
     strip = bool(len(data.failed))
@@ -332,7 +433,7 @@ def png_figure(data: PlotData) -> Any:
         top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[4, 1])
     else:
         top, bottom = fig.subplots(1, 1), None
-    right = data.edge * 1.05
+    right = data.x_max
     ok, front = data.ok, data.ok[data.ok["on_frontier"]]
     top.scatter(ok["x"], ok["y"], color="#1f77b4", label="ok", zorder=3)
     if len(ok):
@@ -358,8 +459,7 @@ def png_figure(data: PlotData) -> Any:
         top.scatter(
             pred["px"], pred["py"], facecolors="none", edgecolors="#1f77b4", linewidths=1.2, label="predicted", zorder=3
         )
-    ys = [*ok["y_high"], *pred["py"]]
-    ymax = max(max(ys) * 1.15, 1.0) if len(ok) else 1.0
+    ymax = data.y_max
     if len(ok) <= 20:
         for _, r in ok.iterrows():
             _label(top, r["label"], r["x"], r["y"], right, 7, below=r["y"] > 0.9 * ymax)
@@ -397,6 +497,8 @@ def png_figure(data: PlotData) -> Any:
     top.set_title("Throughput vs peak memory")
     if len(ok):
         top.legend(loc="best", fontsize=8)
+    if data.predicted_note:
+        fig.supxlabel(data.predicted_note + "; see Predicted vs measured", fontsize=8, color="gray", parse_math=False)
     return fig
 
 

@@ -20,7 +20,7 @@ _PLOT_NOTE = "Plot: `frontier.png` (static) and `report.html` (interactive), nex
 _STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}"
     "table{border-collapse:collapse;font-size:0.9em;display:block;max-width:100%;overflow-x:auto}"
-    "td,th{padding:3px 8px;border-bottom:1px solid #ddd;vertical-align:top;overflow-wrap:anywhere}"
+    "td,th{padding:3px 8px;border-bottom:1px solid #ddd;vertical-align:top;overflow-wrap:break-word}"
     "pre{background:#f5f5f5;padding:1em;overflow-x:auto}code{background:#f5f5f5}"
     "details{margin:1em 0}summary{cursor:pointer;font-weight:600}"
 )

@@ -11,6 +11,8 @@ Driver side, no torch. Conventions (each reported number says how it was measure
   cuda_max_allocated``), or on CPU of MemTracker's tensor-byte peak over the memory window
   (``cpu_tensor_bytes_memtracker``). Reserved (GPU) and RSS (CPU) are reported beside it.
 * model-state bytes per rank (parameters, gradients, optimizer state): max over ranks.
+* per-step series (:func:`series_from_ranks`, ``Record.series``): every optimizer step of every window, the
+  slowest rank's wall time, the highest rank's memory high-water mark, rank 0's loss.
 
 The rank files, in the point directory (written by :mod:`sweeper.job.harness`, one rank each):
 
@@ -25,7 +27,14 @@ signal leaves none). A JSON object:
 * ``steps_completed`` (int or null): optimizer steps this rank finished (the Trainer's ``state.global_step``);
   null when training never began. Fewer than the spec's ``total_steps`` on an ``ok`` rank means it left early.
 * ``step_times_s`` (list of float, seconds): wall time of each step of the timed window.
-* ``losses`` (list of float): training loss per logged step.
+* ``losses`` (list of float): training loss per logged step (the Trainer logs every step, ``logging_steps=1``).
+* ``series`` (per-step history, every window, one entry per optimizer step this rank finished, in step order;
+  absent from rank files of older versions): ``step_wall_s`` (list of float, seconds: ``time.perf_counter`` from
+  ``on_step_begin`` to ``on_step_end``, on CUDA synchronised at both ends; a timed step's entry is the same number
+  as in ``step_times_s``), ``mem_high_water_bytes`` (list of int, bytes: the memory high-water mark so far, read
+  after each step's clock stopped), ``mem_kind`` (str: ``"cuda_max_allocated"``, ``torch.cuda.max_memory_allocated``;
+  or ``"rss_peak"``, the process's peak RSS ``ru_maxrss`` x 1024, on CPU), ``loss_steps`` (list of int: for each
+  entry of ``losses``, the 1-based optimizer step it was logged at). :func:`series_from_ranks` merges them.
 * ``memory``: ``tensor_peak_bytes`` (int or null, CPU MemTracker peak), ``tensor_peak_breakdown_bytes`` (dict of
   category -> int), ``rss_peak_bytes`` (int, ``ru_maxrss`` x 1024), ``param_bytes``, ``grad_bytes`` (int or null),
   ``optimizer_state_bytes`` (int), and on CUDA ``cuda_peak_allocated_bytes``, ``cuda_peak_reserved_bytes`` (int).
@@ -188,6 +197,73 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str
     if r0.get("eval"):
         m["eval"] = r0["eval"]
     return m
+
+
+#: The step windows in run order, as ``Record.series["window"]`` names them.
+WINDOWS: tuple[str, ...] = ("warmup", "timed", "memory", "profile")
+
+
+def step_window(spec: PointSpec, step: int) -> str | None:
+    """The window (one of :data:`WINDOWS`) of the 1-based optimizer ``step``; None past ``spec.total_steps``."""
+    end = 0
+    for name, count in zip(
+        WINDOWS, (spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps), strict=True
+    ):
+        end += count
+        if step <= end:
+            return name
+    return None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _losses_by_step(rank: dict[str, Any]) -> dict[int, float]:
+    """1-based step -> logged loss of one rank; without ``series.loss_steps`` (older rank files) the i-th loss is
+    step i + 1 (the Trainer logs every step)."""
+    losses = _list(rank.get("losses"))
+    steps = _list((rank.get("series") or {}).get("loss_steps"))
+    if len(steps) != len(losses):
+        steps = list(range(1, len(losses) + 1))
+    return {int(s): loss for s, loss in zip(steps, losses, strict=True)}
+
+
+def series_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The point's per-step history (``Record.series``): one entry per optimizer step, every window.
+
+    Columns (lists of equal length, one entry per step, step order): ``step`` (int, 1-based global step),
+    ``window`` (``"warmup"``/``"timed"``/``"memory"``/``"profile"``, from the spec's step counts), ``step_time_s``
+    (float, seconds: the slowest rank's wall time of that step; for the timed steps the statistics use, the same
+    number as their input, :func:`step_statistics`), ``loss`` (float or None: rank 0's logged training loss of
+    that step; the lowest reporting rank's when rank 0 left no file), ``mem_high_water_bytes`` (int or None,
+    bytes: max over ranks of the memory high-water mark after that step); and ``mem_kind`` (str or None:
+    ``"cuda_max_allocated"`` or ``"rss_peak"``, see the module docstring).
+
+    A rank that stopped early (or failed) gives fewer steps: each step takes the ranks that finished it, so a
+    failed point keeps the history of the steps it did. Plain JSON data.
+
+    Returns:
+        The series, or None when no rank recorded a step (older rank files without ``series`` included).
+    """
+    per_rank = [r.get("series") or {} for r in ranks]
+    walls = [_list(s.get("step_wall_s")) for s in per_rank]
+    mems = [_list(s.get("mem_high_water_bytes")) for s in per_rank]
+    n = max((len(w) for w in walls), default=0)
+    if n == 0:
+        return None
+    r0 = min(ranks, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 1 << 30)
+    losses = _losses_by_step(r0)
+    steps = list(range(1, n + 1))
+    kinds = [s.get("mem_kind") for s in per_rank if s.get("mem_kind")]
+    return {
+        "step": steps,
+        "window": [step_window(spec, i) for i in steps],
+        "step_time_s": [_max([w[i] for w in walls if i < len(w)]) for i in range(n)],
+        "loss": [losses.get(i) for i in steps],
+        "mem_high_water_bytes": [_max([m[i] for m in mems if i < len(m)]) for i in range(n)],
+        "mem_kind": kinds[0] if kinds else None,
+    }
 
 
 _KIND_RANK = {"checkpoint-recompute": 0, "incompatible": 0, "config": 1, "import": 1, "runtime": 2}

@@ -69,6 +69,12 @@ class Record:
         env: host, devices, library versions, SLURM job id.
         artifacts: paths (relative to the point directory) of traces, top-op tables and logs.
         wall_time_s: seconds from launching the point's ranks to the record being written.
+        series: the point's per-step history (:func:`sweeper.results.ranks.series_from_ranks`), or None (no rank
+            finished a step, or an older record). Plain JSON: lists of equal length, one entry per optimizer step
+            of every window -- ``step`` (int, 1-based), ``window`` (``warmup``/``timed``/``memory``/``profile``),
+            ``step_time_s`` (float, seconds, slowest rank), ``loss`` (float or None, rank 0's logged loss),
+            ``mem_high_water_bytes`` (int or None, bytes, max over ranks of the high-water mark so far) -- and
+            ``mem_kind`` (``cuda_max_allocated`` or ``rss_peak``). Not a column of the results table.
     """
 
     sweep_id: str
@@ -86,6 +92,7 @@ class Record:
     env: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
     wall_time_s: float | None = None
+    series: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

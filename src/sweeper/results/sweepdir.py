@@ -39,12 +39,22 @@ def register_resolver() -> None:
         OmegaConf.register_new_resolver("sweeper_id", lambda: new_sweep_id(), use_cache=True)
 
 
-def open_sweep(sweep_dir: Path, mode: str, n_points: int | None, overrides: list[str]) -> dict[str, Any]:
+def open_sweep(
+    sweep_dir: Path,
+    mode: str,
+    n_points: int | None,
+    overrides: list[str],
+    wandb: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Create ``sweep.json`` in a new sweep directory, or read it back when resuming an existing one.
+
+    Args:
+        wandb: the sweep's W&B settings (``mode``, ``project``, ``entity``; :mod:`sweeper.tracking`), stored as
+            ``wandb`` (a resume stores the settings it ran with).
 
     Returns:
         The sweep description: ``sweep_id``, ``created_at`` (ISO time), ``mode`` (``run``/``multirun``),
-        ``n_points``, ``command`` (argv), ``overrides``, ``resumed`` (how many times it was reopened).
+        ``n_points``, ``command`` (argv), ``overrides``, ``resumed`` (how many times it was reopened), ``wandb``.
     """
     sweep_dir = Path(sweep_dir)
     path = sweep_dir / SWEEP_FILE
@@ -65,6 +75,8 @@ def open_sweep(sweep_dir: Path, mode: str, n_points: int | None, overrides: list
             "overrides": overrides,
             "resumed": 0,
         }
+    if wandb is not None:
+        info["wandb"] = dict(wandb)
     write_json_atomic(path, info)
     return info
 

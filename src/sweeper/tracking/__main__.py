@@ -1,0 +1,42 @@
+"""``python -m sweeper.tracking <sweep dir> --mode offline|online``: write the sweep's W&B runs (the child process
+of :func:`sweeper.tracking.log_runs`; also usable by hand). Prints plain lines; exit 0 unless the arguments or the
+records are bad."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sweeper.tracking.settings import WandbSettings
+from sweeper.tracking.writer import write_runs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the arguments, write the runs, print :meth:`~sweeper.tracking.writer.WriteResult.lines`.
+
+    Returns 0 (W&B problems are reported, not failed), 2 for a directory without ``points/``, 1 for an unreadable
+    record.
+    """
+    parser = argparse.ArgumentParser(prog="python -m sweeper.tracking", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--mode", choices=("offline", "online"), default="offline")
+    parser.add_argument("--project", default="sweeper")
+    parser.add_argument("--entity", default=None)
+    args = parser.parse_args(argv)
+    if not (args.sweep_dir / "points").is_dir():
+        print(f"sweeper.tracking: error: {args.sweep_dir} has no points/ folder", file=sys.stderr)
+        return 2
+    try:
+        result = write_runs(args.sweep_dir, WandbSettings(args.mode, args.project, args.entity), args.mode)
+    except ValueError as e:
+        print(f"W&B: not written: {e}")
+        return 1
+    for line in result.lines():
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""What each point's W&B run holds, as plain data built from the records on disk (no wandb import).
+
+One run per point, every status included (ok, oom, error, invalid, pruned, pending...), so W&B shows the whole
+grid:
+
+* id: ``<sweep id>-<point id>`` (characters W&B does not allow become ``_``; too long: a hash), so writing again
+  after a resume or a SLURM collection updates the same run;
+* group: the sweep id; name: the point's overrides (``(defaults)`` when none); tags: the status, ``frontier`` for a
+  point on the throughput/memory frontier, ``tie`` for a frontier point tied with another;
+* config: the point's configuration columns of the row that have a value, named as in ``results.csv`` (``fsdp``, ``gc``,
+  ``training_args.max_grad_norm``, ...), plus ``env`` (host, devices, library versions, SLURM job id);
+* summary: the typed row (:mod:`sweeper.results.row`): every column of ``results.csv`` with a value, under the
+  same name, failure reason and ``predicted_*`` numbers included;
+* history: one entry per optimizer step from the record's ``series`` (step time in s, loss, memory high-water mark
+  in bytes, whether the step was timed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweeper.results.collect import collect_records, sweep_info
+from sweeper.results.record import Record
+from sweeper.results.row import config_columns, records_to_frame
+
+#: W&B run ids: letters, digits, ``-`` and ``_``; longer ids are hashed.
+_ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
+_ID_MAX = 64
+#: The record's per-step series keys logged as history (numbers only; ``step`` is W&B's step).
+HISTORY_KEYS: tuple[str, ...] = ("step_time_s", "loss", "mem_high_water_bytes")
+
+
+@dataclass
+class RunSpec:
+    """One point's W&B run.
+
+    Attributes:
+        run_id: the W&B run id (stable for a sweep id and point id).
+        point_id: the point's id.
+        name: the point's overrides joined by spaces.
+        group: the sweep id.
+        tags: status, ``frontier``, ``tie``.
+        config: configuration columns (flat, CSV names) and ``env`` (dict).
+        summary: the row's columns with a value (plain JSON types).
+        history: ``[{"step": int, "step_time_s": float, "loss": float, "mem_high_water_bytes": int, "timed": bool}]``,
+            keys without a value left out.
+    """
+
+    run_id: str
+    point_id: str
+    name: str
+    group: str
+    tags: list[str]
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        """A hash of everything the run holds: the writer skips a run whose fingerprint it already wrote."""
+        data = json.dumps(
+            [self.name, self.group, self.tags, self.config, self.summary, self.history], sort_keys=True, default=str
+        )
+        return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+    def history_fingerprint(self) -> str:
+        """A hash of the history alone (an online run already holding it is not sent the same steps again)."""
+        return hashlib.sha256(json.dumps(self.history, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_id(sweep_id: str, point_id: str) -> str:
+    """The W&B run id of a point: ``<sweep id>-<point id>``, W&B-safe, at most 64 characters."""
+    rid = _ID_BAD.sub("_", f"{sweep_id}-{point_id}")
+    if len(rid) > _ID_MAX:
+        rid = f"{hashlib.sha256(sweep_id.encode()).hexdigest()[:16]}-{_ID_BAD.sub('_', point_id)}"[:_ID_MAX]
+    return rid
+
+
+def plain(value: Any) -> Any:
+    """A frame cell as plain JSON data: missing (NA, NaN, None) -> None; numpy scalars -> Python numbers;
+    infinities -> None (W&B and JSON have no infinity)."""
+    if value is None:
+        return None
+    try:
+        import pandas as pd
+
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass  # a list or dict cell
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def history_of(record: Record) -> list[dict[str, Any]]:
+    """The record's per-step series as W&B history rows (see :class:`RunSpec`); ``[]`` without a series."""
+    series = getattr(record, "series", None) or {}
+    steps = series.get("step") or []
+    windows = series.get("window") or []
+    out = []
+    for i, step in enumerate(steps):
+        row: dict[str, Any] = {"step": int(step)}
+        for key in HISTORY_KEYS:
+            values = series.get(key) or []
+            v = values[i] if i < len(values) else None
+            if v is not None and not (isinstance(v, float) and not math.isfinite(v)):
+                row[key] = v
+        if i < len(windows):
+            row["timed"] = windows[i] == "timed"
+        out.append(row)
+    return out
+
+
+def run_specs(sweep_dir: Path) -> list[RunSpec]:
+    """Every point's run, from the records of ``sweep_dir`` (point folders without a record are ``pending``).
+
+    Raises:
+        ValueError: a ``result.json`` is not a valid record (the message names the file).
+    """
+    sweep_dir = Path(sweep_dir)
+    records = collect_records(sweep_dir)
+    if not records:
+        return []
+    sweep_id = sweep_info(sweep_dir).get("sweep_id", sweep_dir.name)
+    df = records_to_frame(records)
+    config_cols = config_columns(df.columns)
+    out = []
+    for record, (_, row) in zip(records, df.iterrows(), strict=True):
+        summary = {k: v for k, v in ((k, plain(row[k])) for k in df.columns) if v is not None}
+        config = {k: v for k, v in ((k, plain(row[k])) for k in config_cols) if v is not None}
+        config["env"] = dict(record.env or {})
+        tags = [record.status]
+        if summary.get("on_frontier"):
+            tags.append("frontier")
+            if summary.get("frontier_tie_with"):
+                tags.append("tie")
+        out.append(
+            RunSpec(
+                run_id=run_id(sweep_id, record.point_id),
+                point_id=record.point_id,
+                name=" ".join(record.overrides) or "(defaults)",
+                group=sweep_id,
+                tags=tags,
+                config=config,
+                summary=summary,
+                history=history_of(record),
+            )
+        )
+    return out

@@ -1,0 +1,108 @@
+"""Which W&B mode a sweep really gets (``wandb=auto|off|offline|online``), without importing wandb.
+
+* ``auto`` (default): W&B's own ``WANDB_MODE`` when it is set (``disabled`` -> off, ``offline``/``dryrun`` ->
+  offline, ``online``/``run`` -> online; any other value -> off, with a note), else ``offline`` when the ``wandb``
+  package is installed (``pip install 'sweeper[tracking]'``), else ``off``. Never ``online`` unless a person asks
+  (``wandb=online`` or ``WANDB_MODE=online``): results leave the machine only then. An explicit ``wandb=<mode>``
+  wins over ``WANDB_MODE``.
+* ``offline``: runs written under ``<sweep dir>/wandb/``; ``off`` (with a note) when wandb is not installed.
+* ``online``: runs sent to the server; ``offline`` (with a note) when no API key is found (``WANDB_API_KEY`` or a
+  ``wandb login`` netrc entry); the writer also falls back to offline when the server cannot be reached.
+
+The API key is only ever *looked for* here: it is never read into a record, a report, a log or a W&B config.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import netrc
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+MODES: tuple[str, ...] = ("auto", "off", "offline", "online")
+#: The folder under the sweep directory that holds the W&B runs (wandb's own ``<dir>/wandb/``).
+WANDB_SUBDIR = "wandb"
+INSTALL_HINT = "pip install 'sweeper[tracking]'"
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    """The ``wandb`` config node of a sweep (:class:`sweeper.grid.schema.WandbConfig`) as plain data.
+
+    Attributes:
+        mode: one of :data:`MODES`.
+        project: the W&B project.
+        entity: the W&B entity (team or user), or None for the API key's default.
+    """
+
+    mode: str = "auto"
+    project: str = "sweeper"
+    entity: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"wandb mode {self.mode!r} is not one of {', '.join(MODES)}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> WandbSettings:
+        """From ``sweep.json``'s ``wandb`` entry or a resolved config node (enum values as strings); None or
+        missing keys give the defaults.
+
+        Raises:
+            ValueError: an unknown mode.
+        """
+        data = dict(data or {})
+        mode = data.get("mode", "auto")
+        return cls(str(getattr(mode, "value", mode)), str(data.get("project") or "sweeper"), data.get("entity"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``sweep.json``."""
+        return {"mode": self.mode, "project": self.project, "entity": self.entity}
+
+
+def wandb_installed() -> bool:
+    """Whether ``import wandb`` can find the package (it is not imported here)."""
+    try:
+        return importlib.util.find_spec("wandb") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def api_key_available() -> bool:
+    """Whether a W&B API key exists: ``WANDB_API_KEY`` non-empty, or a netrc entry for the W&B host
+    (``WANDB_BASE_URL``'s host, default ``api.wandb.ai``) as ``wandb login`` writes it. The key is not returned."""
+    if os.environ.get("WANDB_API_KEY", "").strip():
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    try:
+        entry = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])
+
+
+#: W&B's ``WANDB_MODE`` values and the mode ``auto`` takes from them.
+WANDB_MODE_ENV = {"disabled": "off", "offline": "offline", "dryrun": "offline", "online": "online", "run": "online"}
+
+
+def effective_mode(settings: WandbSettings) -> tuple[str, str | None]:
+    """The mode the writer will use (``off``, ``offline`` or ``online``) and a note for the user when it differs
+    from what was asked (None otherwise, and for ``auto`` without wandb: off is then what was expected)."""
+    if settings.mode == "auto" and os.environ.get("WANDB_MODE"):
+        env = os.environ["WANDB_MODE"].strip().lower()
+        if env not in WANDB_MODE_ENV:
+            known = ", ".join(WANDB_MODE_ENV)
+            return "off", f"W&B off: WANDB_MODE={env[:40]!r} is not a W&B mode ({known}); set wandb=<mode> to choose"
+        return effective_mode(WandbSettings(WANDB_MODE_ENV[env], settings.project, settings.entity))
+    if settings.mode == "off":
+        return "off", None
+    if not wandb_installed():
+        if settings.mode == "auto":
+            return "off", None
+        return "off", f"wandb={settings.mode} asked, but wandb is not installed ({INSTALL_HINT}): no W&B runs"
+    if settings.mode == "online" and not api_key_available():
+        return "offline", "wandb=online asked, but no W&B API key (WANDB_API_KEY or `wandb login`): runs are offline"
+    return ("offline" if settings.mode == "auto" else settings.mode), None

@@ -1,0 +1,136 @@
+"""``python -m sweeper.wandb_report <sweep_dir> [--publish]``: write the W&B comparison report of a sweep as a
+specification (``wandb_report.json``), and with ``--publish`` save it to W&B."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import netrc
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from sweeper.report.md import one_line
+from sweeper.results.atomic import write_text_atomic
+from sweeper.results.record import POINTS_DIR
+from sweeper.wandb_report.spec import SPEC_FILE, ReportPlan, publish_commands
+
+PROG = "python -m sweeper.wandb_report"
+INSTALL = "pip install 'sweeper[tracking]'"
+#: The longest error message printed (characters).
+MAX_MESSAGE = 400
+
+
+def _error(message: str) -> None:
+    print(f"sweeper.wandb_report: error: {_redact(one_line(message))[:MAX_MESSAGE]}", file=sys.stderr)
+
+
+def _redact(text: str) -> str:
+    """``text`` with the W&B API key of the environment (if any) replaced by ``***``."""
+    key = os.environ.get("WANDB_API_KEY", "")
+    return text.replace(key, "***") if len(key) >= 4 else text
+
+
+def has_wandb_login() -> bool:
+    """Whether a W&B API key is available without asking: ``WANDB_API_KEY``, or a netrc entry (``$NETRC`` or
+    ``~/.netrc``) for the host of ``WANDB_BASE_URL`` (default ``https://api.wandb.ai``). The key is never read out."""
+    if os.environ.get("WANDB_API_KEY", "").strip():
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        entry = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])
+
+
+def _write_spec(sweep_dir: Path, doc: dict[str, Any]) -> Path:
+    path = sweep_dir / SPEC_FILE
+    write_text_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def _publish(plan: ReportPlan) -> str:
+    """Save the report to W&B; its URL. The entity is ``plan.entity``, else the logged-in user's default."""
+    os.environ.setdefault("WANDB_SILENT", "true")  # no "Saved report to" banner: the URL is printed once, by us
+    import wandb
+
+    from sweeper.wandb_report.spec import build_report
+
+    entity = plan.entity or wandb.Api().default_entity
+    if not entity:
+        raise RuntimeError("the W&B login has no default entity; set sweep.json's wandb.entity")
+    report = build_report(plan, entity=entity).save()
+    return str(report.url)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sweeper.wandb_report <sweep_dir> [--publish]``: write ``<sweep_dir>/wandb_report.json`` and
+    print where it is and how to publish it; with ``--publish`` also save the report to W&B and print its URL.
+
+    Returns 0 on success; 1 if a record cannot be read, the sweep id cannot be written as a W&B filter, or
+    publishing fails (no login, network, permissions: one line says why; the spec file is still written); 2 if
+    the directory does not exist, has no ``points/`` folder, or ``wandb-workspaces`` is not installed.
+    """
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (the one that holds points/)")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="also save the report to W&B (needs WANDB_API_KEY or `wandb login`; sync the runs first)",
+    )
+    args = parser.parse_args(argv)
+    sweep_dir: Path = args.sweep_dir
+    if not sweep_dir.is_dir():
+        _error(f"sweep directory {sweep_dir} does not exist")
+        return 2
+    if not (sweep_dir / POINTS_DIR).is_dir():
+        _error(f"{sweep_dir} has no {POINTS_DIR}/ folder; is it a sweep directory?")
+        return 2
+    try:
+        import wandb_workspaces.reports.v2  # noqa: F401
+    except ImportError as e:
+        _error(f"wandb-workspaces is not installed ({e}); install the tracking extra: {INSTALL}")
+        return 2
+
+    from sweeper.wandb_report.spec import build_report, plan_report, spec_document
+
+    try:
+        plan = plan_report(sweep_dir)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            doc = spec_document(plan, build_report(plan), sweep_dir)
+        path = _write_spec(sweep_dir, doc)
+    except (ValueError, OSError) as e:
+        _error(str(e))
+        return 1
+    print(f"W&B report specification: {path}")
+    if not args.publish:
+        runs, report = publish_commands(sweep_dir)
+        print("Not published (offline). Once online and logged in to W&B (WANDB_API_KEY or `wandb login`), run:")
+        print(f"  {runs}")
+        print(f"  {report}")
+        return 0
+    if not has_wandb_login():
+        _error("not logged in to W&B: set WANDB_API_KEY or run `wandb login`, then run this again with --publish")
+        return 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            url = _publish(plan)
+    except Exception as e:  # noqa: BLE001 -- network, auth and API errors of wandb: one line, never a traceback
+        _error(f"publishing the report failed: {type(e).__name__}: {e}")
+        return 1
+    doc["publish"] |= {"status": "published", "url": url}
+    try:
+        _write_spec(sweep_dir, doc)
+    except OSError as e:
+        _error(f"the report is published ({url}) but {SPEC_FILE} could not be updated: {e}")
+        return 1
+    print(f"W&B report: {url}")
+    return 0

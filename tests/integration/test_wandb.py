@@ -1,0 +1,224 @@
+"""W&B runs from a real sweep, offline: one run per point (ok, oom, error and refused points), read back with
+``wandb leet inspect`` (wandb 0.31; notes/cpu-backend.md); updated, not added, by a resume and by
+``python -m sweeper.report``; no secret anywhere; and W&B broken three ways never fails the sweep or the report.
+
+The OOM is real: ``cluster.gpu_mem_gib`` is a tensor-byte budget on CPU ranks (sweeper.job.budget raises the
+``torch.OutOfMemoryError`` a GPU would). Nothing else is faked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("wandb")
+
+FAKE_KEY = "sk-test-do-not-leak-4f1d9c0b7a2e"
+CHEAP = ["ranks_per_node=1", "warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0"]
+WANDB = shutil.which("wandb", path=str(Path(sys.executable).parent)) or "wandb"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.pop("SWEEPER_SWEEP_ID", None)
+    return env | extra
+
+
+def _sweep(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweeper", *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=900
+    )
+
+
+def _report(sweep_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweeper.report", str(sweep_dir), *args],
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def read_run(run_dir: Path) -> dict:
+    """An offline run: ``--summary --json`` (config, summary, tags, state) plus its group and history rows from the
+    record stream."""
+    summary = subprocess.run([WANDB, "leet", "inspect", "--summary", "--json", str(run_dir)], capture_output=True)
+    assert summary.returncode == 0, summary.stderr
+    out = json.loads(summary.stdout)
+    stream = subprocess.run([WANDB, "leet", "inspect", "--json", str(run_dir)], capture_output=True, text=True)
+    assert stream.returncode == 0, stream.stderr
+    out["history"] = []
+    for line in stream.stdout.splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "run":
+            out["group"] = rec["run"].get("run_group")
+        elif rec.get("type") == "history":
+            out["history"].append(rec["history"]["item"])
+    return out
+
+
+def offline_runs(sweep_dir: Path) -> dict[str, Path]:
+    """``{run id: folder}`` of the offline runs (``offline-run-<date>_<time>-<run id>``)."""
+    return {p.name.split("-", 3)[3]: p for p in sorted((sweep_dir / "wandb").glob("offline-run-*"))}
+
+
+def _no_secret(sweep_dir: Path, *texts: str) -> None:
+    for text in texts:
+        assert FAKE_KEY not in text
+    for path in sweep_dir.rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY.encode() not in path.read_bytes(), f"the API key leaked into {path}"
+
+
+def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    first = _sweep(
+        [
+            "-m",
+            "per_device_batch_size=1,32",  # 32 samples do not fit the 20 MiB budget: a real OOM
+            "precision=fp32,fp16",  # fp16 on CPU is refused before launch (unsupported)
+            "cluster.gpu_mem_gib=0.02",
+            "wandb=offline",
+            *CHEAP,
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        tmp_path,
+        WANDB_API_KEY=FAKE_KEY,
+    )
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "W&B (offline): 4 runs written, 0 unchanged" in first.stdout
+    assert f"wandb sync {sweep_dir / 'wandb'}/offline-run-*" in first.stdout
+    # a resume adds a failing point (bitsandbytes is not installed): one more run, the others untouched
+    second = _sweep(
+        [
+            "-m",
+            "+training_args.optim=adamw_bnb_8bit",
+            "per_device_batch_size=1",
+            "cluster.gpu_mem_gib=0.02",
+            "wandb=offline",
+            *CHEAP,
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        tmp_path,
+        WANDB_API_KEY=FAKE_KEY,
+    )
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "W&B (offline): 1 runs written, 4 unchanged" in second.stdout, second.stdout[-2000:]
+
+    sweep_id = json.loads((sweep_dir / "sweep.json").read_text())["sweep_id"]
+    records = {p.parent.name: json.loads(p.read_text()) for p in sorted((sweep_dir / "points").glob("*/result.json"))}
+    assert sorted(r["status"] for r in records.values()) == ["error", "ok", "oom", "unsupported", "unsupported"]
+    runs = offline_runs(sweep_dir)
+    assert set(runs) == {f"{sweep_id}-{pid}" for pid in records}
+
+    table = pd.read_csv(sweep_dir / "results.csv", dtype={"point_id": str})
+    csv_columns = list(table.columns)
+    for pid, record in records.items():
+        run = read_run(runs[f"{sweep_id}-{pid}"])
+        assert run["state"] == "finished" and run["project"] == "sweeper"
+        assert run["group"] == sweep_id
+        assert run["name"] == " ".join(record["overrides"])
+        assert run["tags"][0] == record["status"]
+        # config: the point's configuration under the CSV names, and the environment
+        for key in ("fsdp", "gc", "precision", "per_device_batch_size", "seq_len", "model"):
+            assert run["config"][key] == record["spec"][key], key
+        assert run["config"]["env"]["host"] == record["env"]["host"]
+        # summary: the typed row, CSV names
+        summary = run["summary"]
+        assert summary["status"] == record["status"]
+        assert {k for k in summary if not k.startswith("_")} - set(HISTORY_NAMES) <= set(csv_columns)
+        if record["status"] != "ok":
+            assert summary["reason"] == record["reason"]
+        # every value of the point's results.csv row is in the summary under its column name (predicted_* too)
+        row = table.loc[table["point_id"] == pid].iloc[0]
+        for col, value in row.items():
+            if pd.isna(value):
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert summary[col] == pytest.approx(value, rel=1e-9), col
+            else:
+                assert str(summary[col]) == str(value), col
+        if record.get("predicted"):
+            assert any(k.startswith("predicted_") for k in summary)
+        # history: one row per optimizer step the point ran
+        steps = (record.get("series") or {}).get("step") or []
+        assert [h["_step"] for h in run["history"]] == steps
+        if record["status"] == "ok":
+            assert "frontier" in run["tags"]
+            assert summary["tokens_per_s_per_device"] == pytest.approx(record["metrics"]["tokens_per_s_per_device"])
+            assert len(steps) == 5  # 1 warm-up + 3 timed + 1 memory
+            timed = [h["step_time_s"] for h in run["history"] if h.get("timed")]
+            assert timed == pytest.approx(
+                [
+                    t
+                    for t, w in zip(record["series"]["step_time_s"], record["series"]["window"], strict=True)
+                    if w == "timed"
+                ]
+            )
+            assert all("loss" in h and "mem_high_water_bytes" in h for h in run["history"])
+        if record["status"] == "oom":
+            assert summary["oom_requested_bytes"] == record["failure"]["requested_bytes"]
+    # python -m sweeper.report again: nothing changed, nothing written; with the manifest lost (another machine),
+    # every run is rewritten under its id and replaces its folder: still one folder per point
+    again = _report(sweep_dir, WANDB_API_KEY=FAKE_KEY)
+    assert again.returncode == 0, again.stderr
+    assert "W&B (offline): 0 runs written, 5 unchanged" in again.stdout
+    (sweep_dir / "wandb" / "sweeper-runs.json").unlink()
+    rewrite = _report(sweep_dir, WANDB_API_KEY=FAKE_KEY)
+    assert "W&B (offline): 5 runs written, 0 unchanged" in rewrite.stdout
+    assert set(offline_runs(sweep_dir)) == set(runs)
+    assert len(list((sweep_dir / "wandb").glob("offline-run-*"))) == len(records)
+    report = (sweep_dir / "report.md").read_text()
+    assert "wandb sync" in report and "python -m sweeper.wandb_report" in report
+    _no_secret(sweep_dir, first.stdout, first.stderr, second.stdout, second.stderr, again.stdout, rewrite.stdout)
+
+
+#: history keys W&B also keeps in the summary (the last logged value)
+HISTORY_NAMES = ("step_time_s", "loss", "mem_high_water_bytes", "timed")
+
+
+def test_broken_wandb_never_fails_the_sweep_or_the_report(tmp_path):
+    """W&B broken three ways: the module missing (a sweep asked for wandb=offline), an unwritable wandb/ folder,
+    and a bad WANDB_MODE. Every point is recorded, the report is written, a line says what happened."""
+    shim = tmp_path / "shim" / "wandb"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('wandb is broken on purpose (test)')\n")
+    sweep_dir = tmp_path / "sweep"
+    run = _sweep(
+        ["-m", "gc=true,false", "wandb=offline", *CHEAP, f"hydra.sweep.dir={sweep_dir}"],
+        tmp_path,
+        PYTHONPATH=os.pathsep.join([str(shim.parent), str(REPO)]),
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    statuses = [json.loads(p.read_text())["status"] for p in (sweep_dir / "points").glob("*/result.json")]
+    assert statuses == ["ok", "ok"]
+    assert "W&B off: cannot import wandb (wandb is broken on purpose (test))" in run.stdout
+    assert run.stdout.strip().splitlines()[-1].endswith("report.md")
+    assert not list((sweep_dir / "wandb").glob("offline-run-*"))
+
+    # wandb/ cannot be a folder: a file is in its place
+    if (sweep_dir / "wandb").is_dir():
+        shutil.rmtree(sweep_dir / "wandb")
+    (sweep_dir / "wandb").write_text("not a folder")
+    blocked = _report(sweep_dir, "--wandb", "offline")
+    assert blocked.returncode == 0, blocked.stderr
+    assert "W&B off: cannot create" in blocked.stdout, blocked.stdout
+    assert blocked.stdout.strip().splitlines()[-1].endswith("report.md")
+    # a bad WANDB_MODE with the default wandb=auto: W&B off, with a note naming it
+    (sweep_dir / "wandb").unlink()
+    bad = _report(sweep_dir, "--wandb", "auto", WANDB_MODE="sometimes")
+    assert bad.returncode == 0, bad.stderr
+    assert "WANDB_MODE='sometimes' is not a W&B mode" in bad.stdout
+    assert (sweep_dir / "report.md").stat().st_size > 0

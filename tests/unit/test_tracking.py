@@ -1,0 +1,235 @@
+"""W&B runs from records: the mode a sweep really gets, what each run holds, and the real wandb writer offline
+(runs read back with ``wandb leet inspect``, as notes/cpu-backend.md describes for wandb 0.31)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeper.results.atomic import write_json_atomic
+from sweeper.results.record import Record, write_record
+from sweeper.tracking import log_runs, sweep_settings
+from sweeper.tracking.manifest import read_manifest, summary_lines, sync_command
+from sweeper.tracking.runs import run_id, run_specs
+from sweeper.tracking.settings import WandbSettings, effective_mode
+
+SWEEP_ID = "c0ffee"
+MIB = 2**20
+
+
+def _spec(gc: bool, batch: int = 4) -> dict:
+    return {"model": "tiny", "fsdp": "none", "gc": gc, "precision": "fp32", "zero": 0, "per_device_batch_size": batch}
+
+
+def _ok(pid: str, gc: bool, tps: float, mem: int) -> Record:
+    return Record(
+        sweep_id=SWEEP_ID,
+        point_id=pid,
+        status="ok",
+        overrides=[f"gc={str(gc).lower()}"],
+        spec=_spec(gc),
+        metrics={
+            "step_time_s_median": 512 / tps,
+            "step_time_s_p10": 0.99 * 512 / tps,
+            "step_time_s_p90": 1.01 * 512 / tps,
+            "timed_steps": 3,
+            "tokens_per_s": tps,
+            "tokens_per_s_per_device": tps,
+            "peak_mem_bytes": mem,
+            "peak_mem_kind": "cpu_tensor_bytes_memtracker",
+        },
+        env={"host": "h1", "python": "3.11"},
+        series={
+            "step": [1, 2, 3, 4],
+            "window": ["warmup", "timed", "timed", "memory"],
+            "step_time_s": [0.9, 0.5, 0.52, 2.0],
+            "loss": [7.0, 6.9, 6.8, None],
+            "mem_high_water_bytes": [100 * MIB, 110 * MIB, 110 * MIB, 120 * MIB],
+            "mem_kind": "rss_peak",
+        },
+    )
+
+
+def make_sweep(root: Path, wandb: dict | None = None) -> Path:
+    """Four points: two ok (one frontier point each: less memory vs faster), one oom, one invalid."""
+    d = root / "sweep"
+    write_json_atomic(d / "sweep.json", {"sweep_id": SWEEP_ID} | ({"wandb": wandb} if wandb else {}))
+    write_record(d, _ok("aaaa00000001", False, 2000.0, 30 * MIB))
+    write_record(d, _ok("aaaa00000002", True, 1200.0, 10 * MIB))
+    write_record(
+        d,
+        Record(
+            sweep_id=SWEEP_ID,
+            point_id="aaaa00000003",
+            status="oom",
+            overrides=["gc=false", "per_device_batch_size=64"],
+            spec=_spec(False, 64),
+            reason="CUDA out of memory. Tried to allocate 340.00 MiB [/pair.cc:1] <b>",
+            failure={"requested_bytes": 340 * MIB, "rank": 1, "phase": "train", "step": 4},
+        ),
+    )
+    write_record(
+        d,
+        Record(
+            sweep_id=SWEEP_ID,
+            point_id="aaaa00000004",
+            status="invalid",
+            overrides=["fsdp=full_shard", "zero=1"],
+            spec=_spec(False) | {"fsdp": "full_shard", "zero": 1},
+            reason="fsdp and zero both shard: choose one",
+        ),
+    )
+    return d
+
+
+# --- the mode -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "env", "expected"),
+    [
+        ("off", {}, "off"),
+        ("auto", {}, "offline"),
+        ("offline", {}, "offline"),
+        ("online", {"WANDB_API_KEY": "x" * 40}, "online"),
+        ("online", {}, "offline"),  # no key: offline, with a note
+        ("auto", {"WANDB_MODE": "disabled"}, "off"),
+        ("auto", {"WANDB_MODE": "dryrun"}, "offline"),
+        ("offline", {"WANDB_MODE": "disabled"}, "offline"),  # an explicit wandb=<mode> wins
+        ("auto", {"WANDB_MODE": "bogus"}, "off"),  # a bad mode: off, with a note, never a failure
+    ],
+)
+def test_effective_mode(monkeypatch, tmp_path, mode, env, expected):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    got, note = effective_mode(WandbSettings(mode))
+    assert got == expected
+    if (mode, expected) == ("online", "offline"):
+        assert "no W&B API key" in note
+    if env.get("WANDB_MODE") == "bogus":
+        assert "WANDB_MODE='bogus'" in note
+
+
+def test_a_netrc_login_counts_as_a_key(monkeypatch, tmp_path):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    rc = tmp_path / "netrc"
+    rc.write_text("machine api.wandb.ai\n  login user\n  password " + "k" * 40 + "\n")
+    rc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(rc))
+    assert effective_mode(WandbSettings("online")) == ("online", None)
+
+
+def test_a_bad_mode_is_refused_with_the_known_modes():
+    with pytest.raises(ValueError, match="auto, off, offline, online"):
+        WandbSettings("sometimes")
+
+
+def test_sweep_settings_come_from_sweep_json_and_the_cli_mode_replaces_only_the_mode(tmp_path):
+    d = make_sweep(tmp_path, {"mode": "off", "project": "p1", "entity": "team"})
+    assert sweep_settings(d) == WandbSettings("off", "p1", "team")
+    assert sweep_settings(d, "offline") == WandbSettings("offline", "p1", "team")
+
+
+# --- what a run holds -----------------------------------------------------------------------------------------
+
+
+def test_run_ids_are_stable_and_w_and_b_safe():
+    assert run_id("c0ffee", "aaaa00000001") == "c0ffee-aaaa00000001"
+    odd = run_id("my sweep/1:x", "aaaa00000001")
+    assert odd == "my_sweep_1_x-aaaa00000001"
+    long = run_id("s" * 100, "aaaa00000001")
+    assert len(long) <= 64 and long.endswith("aaaa00000001") and long == run_id("s" * 100, "aaaa00000001")
+
+
+def test_one_run_per_point_with_group_name_tags_config_summary_and_history(tmp_path):
+    d = make_sweep(tmp_path)
+    runs = {r.point_id: r for r in run_specs(d)}
+    assert set(runs) == {f"aaaa0000000{i}" for i in range(1, 5)}  # failed and refused points too
+    fast, small, oom, bad = (runs[f"aaaa0000000{i}"] for i in range(1, 5))
+    assert {r.group for r in runs.values()} == {SWEEP_ID}
+    assert fast.name == "gc=false" and bad.name == "fsdp=full_shard zero=1"
+    assert fast.tags == ["ok", "frontier"] and small.tags == ["ok", "frontier"]
+    assert oom.tags == ["oom"] and bad.tags == ["invalid"]
+    # config: the configuration columns under their CSV names, and the environment
+    assert fast.config["gc"] is False and fast.config["fsdp"] == "none" and fast.config["env"]["host"] == "h1"
+    assert "tokens_per_s_per_device" not in fast.config
+    # summary: the typed row, CSV names; failure reasons kept as text
+    assert fast.summary["tokens_per_s_per_device"] == 2000.0
+    assert fast.summary["peak_mem_bytes"] == 30 * MIB and fast.summary["on_frontier"] is True
+    assert oom.summary["status"] == "oom" and oom.summary["reason"].startswith("CUDA out of memory")
+    assert bad.summary["reason"] == "fsdp and zero both shard: choose one"
+    assert all(v is not None for r in runs.values() for v in r.summary.values())
+    # history: one entry per optimizer step, missing values left out
+    assert [h["step"] for h in fast.history] == [1, 2, 3, 4]
+    assert [h["timed"] for h in fast.history] == [False, True, True, False]
+    assert fast.history[1] == {
+        "step": 2,
+        "step_time_s": 0.5,
+        "loss": 6.9,
+        "mem_high_water_bytes": 110 * MIB,
+        "timed": True,
+    }
+    assert "loss" not in fast.history[3]
+    assert oom.history == []
+
+
+# --- the real writer, offline ---------------------------------------------------------------------------------
+
+pytest.importorskip("wandb")
+WANDB = shutil.which("wandb", path=str(Path(sys.executable).parent)) or "wandb"
+
+
+def inspect(run_dir: Path) -> dict:
+    """An offline run read back with ``wandb leet inspect --summary --json`` (wandb 0.31)."""
+    out = subprocess.run(
+        [WANDB, "leet", "inspect", "--summary", "--json", str(run_dir)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def offline_runs(sweep_dir: Path) -> dict[str, Path]:
+    found = sorted((sweep_dir / "wandb").glob("offline-run-*"))
+    return {p.name.split("-", 3)[3]: p for p in found}
+
+
+def test_offline_runs_are_written_once_per_point_then_skipped_then_replaced_not_added(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    d = make_sweep(tmp_path)
+    lines = log_runs(d, WandbSettings("offline"))
+    assert lines[0] == "W&B (offline): 4 runs written, 0 unchanged", lines
+    assert lines[-1] == f"W&B: sync the offline runs once online: {sync_command(d)}"
+    runs = offline_runs(d)
+    assert set(runs) == {f"{SWEEP_ID}-aaaa0000000{i}" for i in range(1, 5)}
+    got = inspect(runs[f"{SWEEP_ID}-aaaa00000003"])
+    assert got["project"] == "sweeper" and got["tags"] == ["oom"]
+    assert got["summary"]["status"] == "oom" and got["summary"]["oom_requested_bytes"] == 340 * MIB
+    assert got["summary"]["failure_rank"] == 1
+    ok = inspect(runs[f"{SWEEP_ID}-aaaa00000001"])
+    assert ok["config"]["gc"] is False and ok["summary"]["tokens_per_s_per_device"] == 2000.0
+    assert ok["step"] == 4  # the last history step
+
+    # nothing changed: nothing rewritten
+    assert log_runs(d, WandbSettings("offline"))[0] == "W&B (offline): 0 runs written, 4 unchanged"
+    # the manifest lost (another machine): every run rewritten, each still one folder with the same id
+    (d / "wandb" / "sweeper-runs.json").unlink()
+    assert log_runs(d, WandbSettings("offline"))[0] == "W&B (offline): 4 runs written, 0 unchanged"
+    assert set(offline_runs(d)) == set(runs)
+    assert len(list((d / "wandb").glob("offline-run-*"))) == 4
+    assert len(read_manifest(d)["runs"]) == 4
+    assert summary_lines(d)[0].startswith("4 W&B runs written offline under")
+
+
+def test_off_costs_nothing_and_writes_nothing(tmp_path):
+    d = make_sweep(tmp_path)
+    assert log_runs(d, WandbSettings("off")) == []
+    assert not (d / "wandb").exists()
