@@ -32,6 +32,8 @@ from sweeper.results.row import config_columns, records_to_frame
 #: W&B run ids: letters, digits, ``-`` and ``_``; longer ids are hashed.
 _ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
 _ID_MAX = 64
+#: The tag of a run whose point is on the throughput/memory frontier (the comparison report's frontier runset).
+FRONTIER_TAG = "frontier"
 #: The record's per-step series keys logged as history (numbers only; ``step`` is W&B's step).
 HISTORY_KEYS: tuple[str, ...] = ("step_time_s", "loss", "mem_high_water_bytes")
 
@@ -139,7 +141,7 @@ def run_specs(sweep_dir: Path) -> list[RunSpec]:
         config["env"] = dict(record.env or {})
         tags = [record.status]
         if summary.get("on_frontier"):
-            tags.append("frontier")
+            tags.append(FRONTIER_TAG)
             if summary.get("frontier_tie_with"):
                 tags.append("tie")
         out.append(

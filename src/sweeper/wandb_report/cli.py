@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import netrc
 import os
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from sweeper.report.md import one_line
 from sweeper.results.atomic import write_text_atomic
 from sweeper.results.record import POINTS_DIR
+from sweeper.tracking.settings import api_key_available
 from sweeper.wandb_report.spec import SPEC_FILE, ReportPlan, publish_commands
 
 PROG = "python -m sweeper.wandb_report"
@@ -33,20 +32,6 @@ def _redact(text: str) -> str:
     """``text`` with the W&B API key of the environment (if any) replaced by ``***``."""
     key = os.environ.get("WANDB_API_KEY", "")
     return text.replace(key, "***") if len(key) >= 4 else text
-
-
-def has_wandb_login() -> bool:
-    """Whether a W&B API key is available without asking: ``WANDB_API_KEY``, or a netrc entry (``$NETRC`` or
-    ``~/.netrc``) for the host of ``WANDB_BASE_URL`` (default ``https://api.wandb.ai``). The key is never read out."""
-    if os.environ.get("WANDB_API_KEY", "").strip():
-        return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
-    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
-    try:
-        entry = netrc.netrc(path).authenticators(host)
-    except (OSError, netrc.NetrcParseError):
-        return False
-    return bool(entry and entry[2])
 
 
 def _write_spec(sweep_dir: Path, doc: dict[str, Any]) -> Path:
@@ -116,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {runs}")
         print(f"  {report}")
         return 0
-    if not has_wandb_login():
+    if not api_key_available():
         _error("not logged in to W&B: set WANDB_API_KEY or run `wandb login`, then run this again with --publish")
         return 1
     try:

@@ -32,6 +32,8 @@ from sweeper.report.md import one_line
 from sweeper.results.collect import collect_records
 from sweeper.results.row import records_to_frame
 from sweeper.results.sweepdir import read_sweep
+from sweeper.tracking.runs import FRONTIER_TAG
+from sweeper.tracking.settings import WandbSettings
 
 if TYPE_CHECKING:
     import wandb_workspaces.reports.v2 as wr
@@ -41,9 +43,7 @@ FORMAT = "sweeper.wandb_report/1"
 #: The file the specification is written to, inside the sweep directory.
 SPEC_FILE = "wandb_report.json"
 #: The W&B project when ``sweep.json`` names none.
-DEFAULT_PROJECT = "sweeper"
-#: The tag every frontier run carries.
-FRONTIER_TAG = "frontier"
+DEFAULT_PROJECT = WandbSettings().project
 #: The throughput summary key (tokens/s per device).
 THROUGHPUT = "tokens_per_s_per_device"
 #: Peak memory summary keys, preferred first, with their unit.
@@ -115,14 +115,18 @@ class ReportPlan:
 
 
 def wandb_target(sweep: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(project, entity) of a sweep's runs from its ``sweep.json`` (:func:`sweeper.results.sweepdir.read_sweep`):
-    ``sweep["wandb"]["project"]`` (default :data:`DEFAULT_PROJECT`) and ``sweep["wandb"]["entity"]`` (None: the
-    default entity of whoever publishes)."""
+    """(project, entity) of a sweep's runs from its ``sweep.json`` (:func:`sweeper.results.sweepdir.read_sweep`),
+    read as the runs writer reads it (:class:`sweeper.tracking.settings.WandbSettings`: default project
+    :data:`DEFAULT_PROJECT`; entity None: the default entity of whoever publishes). A malformed ``wandb`` entry
+    gives the defaults."""
     wandb = sweep.get("wandb")
-    wandb = wandb if isinstance(wandb, Mapping) else {}
-    project = wandb.get("project") or DEFAULT_PROJECT
-    entity = wandb.get("entity") or None
-    return str(project), (str(entity) if entity is not None else None)
+    wandb = dict(wandb) if isinstance(wandb, Mapping) else {}
+    wandb.pop("mode", None)  # the mode does not matter here; an unknown one must not stop the report
+    try:
+        settings = WandbSettings.from_dict(wandb)
+    except ValueError:
+        settings = WandbSettings()
+    return settings.project, (str(settings.entity) if settings.entity else None)
 
 
 def _number(v: Any) -> float | None:
