@@ -10,11 +10,16 @@ Exit status (``docs/failures.md``):
 - a single point: 0 when it is ``ok``; 1 for any other final status (oom, error, timeout, host_oom, ...);
   2 when it is refused before launch (invalid or unsupported: no directory is made, no rank starts);
 - a grid (``-m``): 0 when every point has a record and the report is written, whatever the points' statuses;
-  non-zero only when the grid itself cannot run (a misspelt value refused by Hydra for the whole grid).
+  non-zero only when the grid itself cannot run (a misspelt value refused by Hydra for the whole grid);
+- 3, a grid or a single point, when the sweep is incomplete: a point could not be recorded or the report could not
+  be written (a full disk: the point's line says ``not recorded: no space left on device in <dir>``, the grid goes
+  on); free space, then resume with ``hydra.sweep.dir=<sweep dir>``.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -22,8 +27,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from sweeper.callbacks import incomplete
 from sweeper.grid.schema import register_configs
 from sweeper.paths import conf_dir
+from sweeper.results.atomic import write_error_text
 from sweeper.results.sweepdir import read_sweep, register_resolver
 
 register_configs()
@@ -41,7 +48,9 @@ def main(cfg: DictConfig) -> str:
     from sweeper.grid.spec import from_config
     from sweeper.launchers.local import run_point
     from sweeper.launchers.progress import announce, finished
-    from sweeper.point.lifecycle import internal_error
+    from sweeper.point.lifecycle import internal_error, not_recorded
+    from sweeper.results.atomic import is_disk_full
+    from sweeper.results.record import RecordNotWritten
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -58,19 +67,66 @@ def main(cfg: DictConfig) -> str:
             cluster = OmegaConf.to_container(cfg.cluster, resolve=True)
             record = run_point(spec, overrides, sweep_dir, sweep_id, rerun, cluster=cluster)
     except Exception as e:  # noqa: BLE001 - a point never ends the grid, not even through a bug of sweeper's own
-        record = internal_error(spec, overrides, sweep_dir, sweep_id, e, cluster=cluster)
+        if isinstance(e, RecordNotWritten) or is_disk_full(e):  # a full disk: not a bug, and nothing to write to
+            record = not_recorded(spec, overrides, sweep_dir, sweep_id, e)
+            incomplete.append(f"{' '.join(overrides) or '(defaults)'}: {record.reason}")
+        else:
+            record = internal_error(spec, overrides, sweep_dir, sweep_id, e, cluster=cluster)
     finished(index, info.get("n_points"), overrides, record)
     if not multirun:
         _single_status.append(record.status)
     return record.status
 
 
+def _tolerate_hydra_config_copies() -> None:
+    """Hydra copies each job's config to ``<sweep dir>/hydra/<n>/.hydra/*.yaml`` before the task function runs; on a
+    full disk that copy would end the whole grid with a traceback. It is for people (sweeper reads ``spec.json`` and
+    ``sweep.json``), so a copy the filesystem refuses is removed (no half-written file) and said in one line on
+    stderr; the point itself then says whether it was recorded. Wraps ``hydra.core.utils._save_config`` (the one
+    writer of these copies in Hydra 1.3), once per process."""
+    import hydra.core.utils as hydra_utils
+
+    save = getattr(hydra_utils, "_save_config", None)
+    if save is None or getattr(save, "sweeper_tolerant", False):
+        return  # another Hydra: its copies stay as they are
+    told: set[str] = set()
+
+    def tolerant_save(cfg: object, filename: str, output_dir: Path) -> None:
+        try:
+            save(cfg, filename, output_dir)
+        except OSError as e:
+            try:
+                (Path(output_dir) / filename).unlink(missing_ok=True)
+            except OSError:
+                pass
+            if str(output_dir) not in told:  # one line per job, not one per file
+                told.add(str(output_dir))
+                e.filename = e.filename or str(Path(output_dir) / filename)
+                print(f"sweeper: Hydra's copy of the job config not written: {write_error_text(e)}", file=sys.stderr)
+
+    tolerant_save.sweeper_tolerant = True  # type: ignore[attr-defined]
+    hydra_utils._save_config = tolerant_save
+
+
 def cli() -> None:
     """Entry point of ``python -m sweeper`` and the ``sweeper`` script: runs :func:`main`, then exits with the
-    status described in the module doc."""
+    status described in the module doc (3 and one line per cause on stderr when the sweep is incomplete)."""
+    _tolerate_hydra_config_copies()
     main()
-    if _single_status and _single_status[-1] != "ok":
-        sys.exit(1)
+    code = 0
+    if incomplete:
+        print(f"sweeper: incomplete ({len(incomplete)} problem(s)); exit status 3:", file=sys.stderr)
+        for line in incomplete:
+            print(f"  {line}", file=sys.stderr)
+        code = 3
+    elif _single_status and _single_status[-1] != "ok":
+        code = 1
+    # Everything is written (records, report, W&B runs waited for): skip the interpreter's teardown of pandas,
+    # matplotlib, plotly and Hydra (about 0.85 s of a lone point's wall time, benchmarks/harness_overhead.py).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,12 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from sweeper.results.atomic import write_error_text
 from sweeper.results.sweepdir import open_sweep
+
+#: Why this process's sweep is incomplete (a point not recorded, the report not written: a full disk), one line
+#: each; non-empty makes ``python -m sweeper`` exit 3 (``docs/failures.md``).
+incomplete: list[str] = []
 
 
 def grid_size(config: DictConfig) -> int | None:
@@ -44,7 +49,10 @@ class ReportCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        open_sweep(sweep_dir, "multirun", grid_size(config), list(config.hydra.overrides.task), wandb_node(config))
+        try:
+            open_sweep(sweep_dir, "multirun", grid_size(config), list(config.hydra.overrides.task), wandb_node(config))
+        except OSError as e:  # a full disk: say where, once; every point then says whether it was recorded
+            print(f"sweeper: sweep.json not written: {write_error_text(e)}", file=sys.stderr, flush=True)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A single point: the gate runs before Hydra creates any directory; a refusal (invalid, unsupported, or
@@ -70,22 +78,37 @@ class ReportCallback(Callback):
 
 
 def _report(sweep_dir: Path) -> None:
-    """Write the W&B runs (:func:`sweeper.tracking.log_runs`: never fails), build the report, print capacity
-    planning's summary (the model's error over the sweep, the calibrated efficiency, pruned points), the W&B lines
-    (plain text), then the report's path as the last line."""
+    """Start writing the W&B runs (:class:`sweeper.tracking.RunsWriter`: a child process, never fails), build the
+    report meanwhile, print capacity planning's summary (the model's error over the sweep, the calibrated
+    efficiency, pruned points), the W&B lines (plain text), then the report's path as the last line. A report the
+    filesystem refuses (a full disk) is one line on stderr naming the folder, added to :data:`incomplete`; no
+    ``Report:`` line then."""
     from sweeper.report import build_report
     from sweeper.report.predicted import terminal_lines
-    from sweeper.tracking import log_runs, sweep_settings
+    from sweeper.tracking import RunsWriter, sweep_settings
 
+    writer: RunsWriter | None = None
     try:
-        tracking = log_runs(sweep_dir, sweep_settings(sweep_dir))
+        writer = RunsWriter.start(sweep_dir, sweep_settings(sweep_dir))
     except Exception as e:  # noqa: BLE001 - W&B never fails a sweep
         tracking = [f"W&B: not written: {type(e).__name__}: {e}"]
-    path = build_report(sweep_dir)
+    try:
+        path: Path | None = build_report(sweep_dir, wandb_mode=writer.mode if writer else None)
+    except OSError as e:  # a full disk: one line naming the folder, no traceback; the exit status says incomplete
+        path = None
+        why = (
+            f"report not written: {write_error_text(e)} (free space, then resume with hydra.sweep.dir={sweep_dir}, "
+            f"or rebuild it with python -m sweeper.report {sweep_dir})"
+        )
+        incomplete.append(why)
+        print(f"sweeper: {why}", file=sys.stderr, flush=True)
     try:
         lines = terminal_lines(sweep_dir)
     except Exception as e:  # noqa: BLE001 - the summary is extra; the report's path must be printed
         lines = [f"(no prediction summary: {type(e).__name__}: {e})"]
+    if writer is not None:
+        tracking = writer.wait()
     for line in [*lines, *tracking]:
         print(line, flush=True)
-    print(f"Report: {path}", flush=True)
+    if path is not None:
+        print(f"Report: {path}", flush=True)

@@ -275,12 +275,12 @@ def test_the_first_section_names_the_fastest_and_the_least_memory_configuration(
 
     fastest = ok.sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable").iloc[0]
     least = ok.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
-    fast_tail = _tie_part(tied(fastest), names, "their p10-p90 step-time spreads overlap")
+    fast_tail = _tie_part(tied(fastest), names, "the 95 % confidence intervals of their median step times overlap")
     if not bool(fastest["on_frontier"]):
         fast_tail += ", but off the frontier: a tied point needs less memory"
     mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
     same = [t for t in tied(least) if mems.get(t) == least["_mem"]]
-    least_tail = _tie_part(same, names, "same memory, overlapping spreads")
+    least_tail = _tie_part(same, names, "same memory, overlapping ranges")
     expected = (
         rf"Fastest: {re.escape(names[fastest['_pid']])} \([^()]*tokens/s per device[^()]*\){re.escape(fast_tail)}; "
         rf"least memory: {re.escape(names[least['_pid']])} \([^()]*\){re.escape(least_tail)}[;.]"

@@ -109,7 +109,7 @@ def test_results_csv_has_one_row_per_point_with_the_frontier_marked(sweep):
     ):
         assert col in df.columns, col
     assert len(df) == 4 and (df["status"] == "ok").all()
-    # the frontier rule with ties (docs/report.md): throughput ranges from each point's p10-p90 step times
+    # the frontier rule with ties (docs/report.md): throughput ranges from each point's median step-time 95 % interval
     low, high = throughput_interval(df, "tokens_per_s_per_device")
     tps, mem = df["tokens_per_s_per_device"].tolist(), df["peak_mem_bytes"].tolist()
     assert df["on_frontier"].tolist() == pareto_frontier(tps, mem, low.tolist(), high.tolist())

@@ -477,9 +477,10 @@ def test_point_labels_stay_inside_the_plot():
 def test_frontier_footnote_gives_the_full_definition(sweep: Path):
     text = read_md(build_report(sweep))
     assert (
-        "★ = on the Pareto frontier: no other ok point is faster (its tokens/s per device p10-p90 range lies "
-        "entirely above this one's) with no more peak memory, or tied (the ranges overlap) with strictly less peak "
-        "memory; tied points with equal memory are both on the frontier (docs/report.md)."
+        "★ = on the Pareto frontier: no other ok point is faster (its tokens/s per device range, from the 95 % "
+        "confidence interval of its median step time, p10-p90 for records without one, lies entirely above this "
+        "one's) with no more peak memory, or tied (the ranges overlap) with strictly less peak memory; tied points "
+        "with equal memory are both on the frontier (docs/report.md)."
     ) in text
 
 

@@ -29,14 +29,14 @@ def compose_points(
 
     Raises:
         hydra.errors.ConfigCompositionException / omegaconf ValidationError: an override that does not compose, or a
-            ``per_device_batch_size`` that is neither an int nor ``auto``
-            (:func:`sweeper.grid.schema.batch_size_error`).
+            ``per_device_batch_size`` or ``timed_steps`` that is neither an int nor ``auto``
+            (:func:`sweeper.grid.schema.batch_size_error`, :func:`sweeper.grid.schema.timed_steps_error`).
     """
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException
 
-    from sweeper.grid.schema import batch_size_error
+    from sweeper.grid.schema import batch_size_error, timed_steps_error
 
     key = (id(master_config), tuple(tuple(o) for o in job_overrides))
     if key in _LAST:  # the sweeper validated this batch; the launcher asks for the same configs again
@@ -58,8 +58,8 @@ def compose_points(
             base[groups] = full
         cfg = copy.deepcopy(base[groups])
         ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
-        bad = batch_size_error(cfg.get("per_device_batch_size"))
-        if bad:  # the schema types the key int | str (for "auto"); any other string is refused here
+        bad = batch_size_error(cfg.get("per_device_batch_size")) or timed_steps_error(cfg.get("timed_steps"))
+        if bad:  # the schema types these keys int | str (for "auto"); any other string is refused here
             raise ConfigCompositionException(f"{bad} (overrides: {' '.join(overrides)})")
         out.append(cfg)
     _LAST.clear()

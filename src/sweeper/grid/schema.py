@@ -168,6 +168,24 @@ class WandbConfig:
 
 
 @dataclass
+class TimingConfig:
+    """How ``timed_steps=auto`` sizes the timed window (``timing.<key>=V``; docs/measurement.md).
+
+    After each timed step the window ends once the 95 % confidence interval of the median step time (order
+    statistics, :mod:`sweeper.results.stats`) lies within ``±ci_rel`` of the median, with at least
+    ``min_timed_steps`` steps, or at ``max_timed_steps``. Budgets: none is part of a point's identity (the
+    procedure ``timed_steps=auto`` is). Ignored with a fixed ``timed_steps``.
+    """
+
+    # allowed deviation of each bound of the median's 95 % interval from the median (fraction: 0.02 = ±2 %)
+    ci_rel: float = 0.02
+    # fewest timed steps (at least 3; the 95 % interval needs 6)
+    min_timed_steps: int = 8
+    # most timed steps (the cap; the Trainer's max_steps counts it)
+    max_timed_steps: int = 64
+
+
+@dataclass
 class SweeperConfig:
     """One grid point. Every field can be swept with ``-m key=a,b``."""
 
@@ -197,9 +215,11 @@ class SweeperConfig:
     ranks_per_node: int = 2
     nodes: int = 1
     device: Device = Device.auto
-    # optimizer steps: warm-up (dropped), timed (step time), memory-tracked, profiled; run in that order
+    # optimizer steps: warm-up (dropped), timed (step time), memory-tracked, profiled; run in that order.
+    # timed_steps: a number, or "auto" (until the median's 95 % interval is within timing.ci_rel, see TimingConfig);
+    # a str other than "auto" is refused by timed_steps_error (grid and gate)
     warmup_steps: int = 3
-    timed_steps: int = 8
+    timed_steps: int | str = 8
     memory_steps: int = 1
     profile_steps: int = 2
     # evaluation after training (off by default; on: eval_accumulation_steps bounds eval memory, case P05)
@@ -221,6 +241,7 @@ class SweeperConfig:
     # tokens of the training run that plan and the report turn into days and GPU-hours
     train_tokens: float = 1.0e12
     plan: PlanConfig = field(default_factory=PlanConfig)
+    timing: TimingConfig = field(default_factory=TimingConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
@@ -234,7 +255,7 @@ _HELP_PLACEHOLDERS = {
     "ranks_per_node": "N",
     "nodes": "N",
     "warmup_steps": "STEPS",
-    "timed_steps": "STEPS",
+    "timed_steps": "STEPS|auto",
     "memory_steps": "STEPS",
     "profile_steps": "STEPS",
     "seed": "N",
@@ -260,6 +281,25 @@ def batch_size_error(value: object) -> str | None:
     return (
         f"per_device_batch_size={value!r} is not a number of samples: use an integer >= 1, or "
         f"per_device_batch_size={AUTO_BATCH} to search the largest that fits"
+    )
+
+
+#: ``timed_steps=auto``: time steps until the median step time is known well enough (:class:`TimingConfig`).
+AUTO_STEPS = "auto"
+
+
+def timed_steps_error(value: object) -> str | None:
+    """Why ``value`` is not a ``timed_steps``, or None: an int (steps; the gate checks it is >= 3) or
+    :data:`AUTO_STEPS`. Like :func:`batch_size_error`: the schema types the key ``int | str`` and this refuses any
+    other string (``timed_steps=lots``) for a whole grid before any job starts
+    (:func:`sweeper.grid.compose.compose_points`) and for a single point at the gate (rule G03)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None
+    if value == AUTO_STEPS:
+        return None
+    return (
+        f"timed_steps={value!r} is not a number of steps: use an integer >= 3, or timed_steps={AUTO_STEPS} to time "
+        "steps until the median step time is known within timing.ci_rel (at most timing.max_timed_steps)"
     )
 
 

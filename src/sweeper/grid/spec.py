@@ -43,7 +43,7 @@ class PointSpec:
     nodes: int
     device: str
     warmup_steps: int
-    timed_steps: int
+    timed_steps: int | str  # steps; with timed_auto, the cap (timing["max_timed_steps"]); a bad str: the gate refuses
     memory_steps: int
     profile_steps: int
     eval: bool
@@ -56,6 +56,10 @@ class PointSpec:
     prune: bool = False
     train_tokens: float = 1.0e12
     plan: dict[str, Any] = field(default_factory=dict)
+    # timed_steps=auto: the timed window ends when the median is known within timing["ci_rel"] (identity)
+    timed_auto: bool = False
+    # ci_rel, min_timed_steps, max_timed_steps (sweeper.grid.schema.TimingConfig; budgets, not identity)
+    timing: dict[str, Any] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -74,8 +78,21 @@ class PointSpec:
 
     @property
     def total_steps(self) -> int:
-        """Optimizer steps the Trainer runs: warm-up + timed + memory + profiled."""
-        return self.warmup_steps + self.timed_steps + self.memory_steps + self.profile_steps
+        """Optimizer steps the Trainer runs at most (its ``max_steps``): warm-up + timed + memory + profiled; with
+        ``timed_steps=auto`` the timed window counts at its cap (``timed_steps`` holds it) and the ranks stop
+        training after the profile window that follows the window's real end."""
+        return self.warmup_steps + int(self.timed_steps) + self.memory_steps + self.profile_steps
+
+    def stop_rule(self) -> Any:
+        """The :class:`sweeper.results.stats.StopRule` of ``timed_steps=auto`` (``timing.*``; the schema's defaults
+        for a key not given), or None for a fixed ``timed_steps``."""
+        if not self.timed_auto:
+            return None
+        from sweeper.grid.schema import TimingConfig
+        from sweeper.results.stats import StopRule
+
+        t = {**asdict(TimingConfig()), **self.timing}
+        return StopRule(float(t["ci_rel"]), int(t["min_timed_steps"]), int(self.timed_steps))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every field (JSON-serialisable)."""
@@ -97,6 +114,11 @@ def from_config(cfg: Any) -> PointSpec:
     cfg = dict(cfg)
     cfg.pop("hydra", None)
     model = cfg.pop("model")
+    if cfg.get("timed_steps") == "auto":  # the procedure is the identity; its cap sizes the windows (total_steps)
+        cfg["timed_auto"] = True
+        from sweeper.grid.schema import TimingConfig
+
+        cfg["timed_steps"] = int((cfg.get("timing") or {}).get("max_timed_steps", TimingConfig.max_timed_steps))
     return PointSpec(
         model=model["name"],
         model_type=model["model_type"],

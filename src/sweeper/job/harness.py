@@ -3,7 +3,9 @@
 Reads ``<point_dir>/spec.json`` (with ``per_device_batch_size=auto``, the batch comes from the finished search,
 :func:`sweeper.point.batch_search.searched_batch`) and the device budget (:mod:`sweeper.point.device_budget`: on CPU
 enforced in the warm-up and memory windows, :mod:`sweeper.job.budget`), builds the model and synthetic data, sets up
-the Trainer, runs warm-up + timed + memory + profiled steps (see :mod:`sweeper.job.measure`), verifies the labels
+the Trainer, runs warm-up + timed + memory + profiled steps (see :mod:`sweeper.job.measure`; with ``timed_steps=auto``
+the timed window ends when the median step time is known well enough and the Trainer's ``max_steps`` counts it at its
+cap), verifies the labels
 (see :mod:`sweeper.job.verify`) and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw
 exception (type, message, traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer
 steps finished) up to date, so that a rank killed by a signal still tells at which step it died. Both files are
@@ -114,7 +116,8 @@ def run_rank(point_dir: Path) -> int:
     use_cuda = spec.device != "cpu" and torch.cuda.is_available()
     out: dict[str, Any] = {"rank": rank, "world_size": world, "pid": os.getpid(), "host": os.uname().nodename}
     phase = PhaseTracker()
-    windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps)
+    # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.measure.Windows)
+    windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps, spec.stop_rule())
     timer = StepTimer(windows, use_cuda)
     memory = MemoryWindow(windows, use_cuda, budget)
     limits = [BudgetWindow(range(spec.warmup_steps), budget)] if budget and spec.warmup_steps and not use_cuda else []
@@ -168,6 +171,9 @@ def run_rank(point_dir: Path) -> int:
     out["steps_completed"] = progress.steps
     out["setup"] = check.setup
     out["step_times_s"] = timer.times_s
+    # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
+    out["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
+    out["timed_stop"] = windows.stop_reason
     out["losses"] = losses.losses
     out["series"] = {  # per-step history, every window (sweeper.results.ranks.series_from_ranks merges it)
         "step_wall_s": timer.wall_s,
@@ -217,7 +223,21 @@ def _user_callbacks(spec: PointSpec) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of one rank. ``argv``: ``[point_dir]``."""
+    """Entry point of one rank. ``argv``: ``[point_dir]``. Under sweeper's local torchrun the rank dies with torchrun
+    (``PR_SET_PDEATHSIG``: torchrun dies with the driver, so a SIGKILLed driver leaves no rank behind), and one whose
+    torchrun is already gone stops at once (exit 1)."""
+    driver = os.environ.get("SWEEPER_DRIVER_PID")  # set by sweeper.launchers.local: torchrun's parent
+    if driver and sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        try:  # did torchrun die before that line? then our parent is a reaper, whose parent is not the driver
+            with open(f"/proc/{os.getppid()}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[1] != driver:
+                    return 1
+        except (OSError, IndexError):
+            pass  # cannot tell: run
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m sweeper.job.harness <point_dir>", file=sys.stderr)

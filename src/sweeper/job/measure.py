@@ -5,6 +5,9 @@ Steps run in windows, in this order (``warmup_steps``, ``timed_steps``, ``memory
 * warm-up: dropped (first steps pay for lazy init, allocator growth, JIT).
 * timed: ``time.perf_counter()`` from ``on_step_begin`` to ``on_step_end`` (one optimizer step, all
   gradient-accumulation micro-batches); on CUDA, synchronised at both ends. No tracker or profiler runs here.
+  ``timed_steps=auto``: the window goes on until the 95 % interval of the median step time (slowest rank per step)
+  is within ``timing.ci_rel`` of the median, or ``timing.max_timed_steps`` (:class:`StepTimer`,
+  :class:`sweeper.results.stats.StopRule`); the windows after it follow its real end (:class:`Windows`).
 * memory: on CPU, ``torch.distributed._tools.mem_tracker.MemTracker`` counts tensor bytes (the CPU analogue of
   the CUDA allocator's peak; it slows a step about 4x, hence its own window). On CUDA the allocator's peak
   (``max_memory_allocated``/``max_memory_reserved``) covers the whole run at no cost. Model-state bytes
@@ -97,12 +100,44 @@ def _deepspeed_master_partitions(optimizer: Any) -> list[torch.Tensor] | None:
 
 
 class Windows:
-    """Which window a 0-based optimizer step falls in."""
+    """Which window a 0-based optimizer step falls in: ``timed``, ``memory``, ``profile`` (ranges of 0-based step
+    indices; the warm-up is ``range(timed.start)``).
 
-    def __init__(self, warmup: int, timed: int, memory: int, profile: int) -> None:
-        self.timed = range(warmup, warmup + timed)
-        self.memory = range(self.timed.stop, self.timed.stop + memory)
-        self.profile = range(self.memory.stop, self.memory.stop + profile)
+    With a fixed ``timed_steps`` the windows are known from the start. With ``timed_steps=auto`` (``rule`` given)
+    ``timed`` holds the cap (``timed`` steps) until :meth:`end_timed` ends it earlier; the memory and profile windows
+    then follow the real end. Every callback reads the ranges when it needs them, so each follows the dynamic end
+    (the end is decided in ``on_step_end`` of the last timed step, before the next step begins).
+
+    Attributes:
+        rule: the :class:`sweeper.results.stats.StopRule` of ``timed_steps=auto``, or None (fixed).
+        decided: the timed window's end is known (always with a fixed count).
+        stop_reason: ``"fixed"``, ``"ci"`` (the median's interval is narrow enough), ``"cap"`` (the step cap), or
+            None while undecided.
+    """
+
+    def __init__(self, warmup: int, timed: int, memory: int, profile: int, rule: Any = None) -> None:
+        self.rule = rule
+        self._memory_steps, self._profile_steps = memory, profile
+        self.decided = rule is None
+        self.stop_reason: str | None = "fixed" if rule is None else None
+        self._set(range(warmup, warmup + timed))
+
+    def _set(self, timed: range) -> None:
+        self.timed = timed
+        self.memory = range(timed.stop, timed.stop + self._memory_steps)
+        self.profile = range(self.memory.stop, self.memory.stop + self._profile_steps)
+
+    def end_timed(self, stop: int, reason: str) -> None:
+        """End the timed window before the 0-based step ``stop`` (its last step is ``stop - 1``), for ``reason``
+        (``"ci"`` / ``"cap"``); the memory and profile windows follow."""
+        self._set(range(self.timed.start, stop))
+        self.decided = True
+        self.stop_reason = reason
+
+    @property
+    def end(self) -> int:
+        """Optimizer steps of the whole run as known now (1-based number of the last profile step)."""
+        return self.profile.stop
 
 
 class PhaseTracker(TrainerCallback):
@@ -120,7 +155,8 @@ class PhaseTracker(TrainerCallback):
 
 
 class StepTimer(TrainerCallback):
-    """Wall time of every optimizer step (seconds, ``time.perf_counter``) and the memory high-water mark after it.
+    """Wall time of every optimizer step (seconds, ``time.perf_counter``) and the memory high-water mark after it;
+    with ``timed_steps=auto`` it also ends the timed window.
 
     Every step is timed from ``on_step_begin`` to ``on_step_end`` (one optimizer step, all gradient-accumulation
     micro-batches); on CUDA synchronised at both ends. The timed window's steps are the point's step-time
@@ -128,8 +164,16 @@ class StepTimer(TrainerCallback):
     their tracker or profiler inside the step). The memory high-water mark is read in ``on_step_end`` after the
     clock has stopped, so nothing extra runs inside a timed step.
 
+    ``timed_steps=auto`` (``windows.rule`` set): after each timed step, once the clock has stopped, the step's time
+    is all-reduced with MAX over the process group (when ``torch.distributed`` is initialised with more than one
+    rank: the slowest rank's time, the step time the record uses), appended to :attr:`slowest_s`, and every rank
+    applies the same stop rule to the same list, so all ranks end the timed window at the same step
+    (:meth:`Windows.end_timed`). Training stops (``control.should_training_stop``) after the last step of the
+    windows that follow, since the Trainer's ``max_steps`` counts the timed window at its cap.
+
     Attributes:
-        times_s: wall time of each step of the timed window, seconds (unchanged measurement).
+        times_s: wall time of each step of the timed window on this rank, seconds (unchanged measurement).
+        slowest_s: ``timed_steps=auto`` only: each timed step's time, max over ranks, seconds (the stop rule's input).
         wall_s: wall time of every optimizer step this rank finished, all windows, in step order, seconds; a timed
             step's entry is the same number as in :attr:`times_s`.
         mem_high_water_bytes: after each finished step (same length as :attr:`wall_s`), the memory high-water mark
@@ -142,6 +186,7 @@ class StepTimer(TrainerCallback):
         self.windows = windows
         self.cuda = cuda
         self.times_s: list[float] = []
+        self.slowest_s: list[float] = []
         self.wall_s: list[float] = []
         self.mem_high_water_bytes: list[int] = []
         self.mem_kind = "cuda_max_allocated" if cuda else "rss_peak"
@@ -166,11 +211,33 @@ class StepTimer(TrainerCallback):
         if self._t0 is not None:
             self._sync()
             dt = time.perf_counter() - self._t0
-            if state.global_step - 1 in self.windows.timed:
+            timed = state.global_step - 1 in self.windows.timed
+            if timed:
                 self.times_s.append(dt)
             self.wall_s.append(dt)
             self.mem_high_water_bytes.append(self._high_water_bytes())  # after the clock stopped
+            if timed and not self.windows.decided:  # timed_steps=auto, after the clock stopped
+                self.slowest_s.append(slowest_over_ranks(dt))
+                reason = self.windows.rule.decide(self.slowest_s)
+                if reason:
+                    self.windows.end_timed(state.global_step, reason)
         self._t0 = None
+        if self.windows.rule is not None and self.windows.decided and state.global_step >= self.windows.end:
+            control.should_training_stop = True  # auto: max_steps counts the cap; a fixed count ends at max_steps
+
+
+def slowest_over_ranks(seconds: float) -> float:
+    """``seconds`` all-reduced with MAX over the default process group (the slowest rank's value); ``seconds``
+    itself when ``torch.distributed`` is not initialised or has one rank. A collective: every rank must call it at
+    the same step. On NCCL the value travels as a CUDA tensor, otherwise (gloo) on the CPU; float64."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
+        return seconds
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 class MemoryWindow(TrainerCallback):

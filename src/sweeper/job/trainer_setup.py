@@ -70,6 +70,10 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
     never together with the Trainer flag (case P02); otherwise the Trainer's ``activation_checkpointing`` with
     ``use_reentrant`` passed explicitly (case P01). No evaluation unless ``spec.eval`` (then bounded by
     ``eval_accumulation_steps``, case P05). Nothing is saved, logged to a tracker, or evaluated in the timed window.
+
+    ``max_steps`` is ``spec.total_steps``: with ``timed_steps=auto`` the timed window counted at its cap
+    (``timing.max_timed_steps``); :class:`sweeper.job.measure.StepTimer` stops training after the last profile step
+    once the window's real end is known.
     """
     kw: dict[str, Any] = dict(output_dir=output_dir, use_cpu=use_cpu, **sweeper_training_args(spec))
     if spec.fsdp != "none":

@@ -7,12 +7,14 @@ host-memory limit is stopped before it can take the machine with it (:mod:`sweep
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,10 @@ from sweeper.results.ranks import read_rank_steps, summarize_ranks
 from sweeper.results.record import Record
 
 LOG_FILE = "ranks.log"
+#: The environment variable that tells the ranks the driver's pid (their orphan check, :mod:`sweeper.job.harness`).
+DRIVER_PID_ENV = "SWEEPER_DRIVER_PID"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PRCTL: Callable[..., int] | None = None
 #: The module each rank runs for a measured point (another one, such as batch-search trials, writes no step files).
 HARNESS = "sweeper.job.harness"
 KILL_GRACE_S = 10.0
@@ -162,7 +168,9 @@ def _run_ranks(
     Meanwhile :class:`~sweeper.launchers.host_memory.RssWatch` kills the process group (SIGKILL) as soon as the
     ranks' summed RSS reaches ``limit``; where a delegated cgroup v2 allows it, the ranks also run in a child cgroup
     with ``memory.max`` = ``limit`` (:class:`~sweeper.launchers.host_memory.CgroupMemoryLimit`). Ctrl-C (or any
-    exception in the driver) stops the process group too, then propagates.
+    exception in the driver) stops the process group too, then propagates. A driver killed outright (SIGKILL)
+    takes torchrun with it (:func:`_die_with_parent_fn`), and torchrun its ranks (the harness's own parent-death
+    signal): no orphan rank outlives a killed sweep.
     """
     cmd = [
         sys.executable,
@@ -179,11 +187,19 @@ def _run_ranks(
     pkg_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env[DRIVER_PID_ENV] = str(os.getpid())  # the harness's orphan check (sweeper.job.harness.main)
     cgroup = CgroupMemoryLimit.create(limit.bytes)
     try:
         with open(pdir / LOG_FILE, "ab") as log:
             argv = cgroup.wrap(cmd) if cgroup else cmd
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent_fn(),
+            )
             with RssWatch(proc.pid, limit.bytes) as watch:
                 try:
                     wait_s = spec.timeout_s if timeout_s is None else timeout_s
@@ -202,6 +218,33 @@ def _run_ranks(
     finally:
         if cgroup is not None:
             cgroup.close()
+
+
+def _die_with_parent_fn() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes torchrun die (SIGKILL) when the driver dies, however it dies (even SIGKILL, which
+    no handler sees): Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, kept across ``exec``. The ranks set the same on
+    themselves (:func:`sweeper.job.harness.main`), so a killed driver leaves no torchrun and no rank behind. A driver
+    that died between the fork and the ``prctl`` is caught by comparing the parent pid. None off Linux.
+
+    Only a preloaded C function runs in the child (no import, no allocation of note): safe with the driver's
+    threads (progress display, host-memory watch). The signal follows the driver *thread* that started torchrun;
+    that thread waits for torchrun in :func:`_run_ranks`, so it never ends first."""
+    global _PRCTL
+    if not sys.platform.startswith("linux"):
+        return None
+    if _PRCTL is None:
+        try:
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
+    prctl, parent, sigkill = _PRCTL, os.getpid(), int(signal.SIGKILL)
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
+        if os.getppid() != parent:  # the driver is already gone: do not start an orphan
+            os._exit(1)
+
+    return die_with_parent
 
 
 def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: Path, search: bool) -> int:

@@ -4,7 +4,9 @@ Two specs that would run the same training get the same id, so a grid never hold
 timing noise never decides between two copies of it (turn-2 cases T09, T10). Normalisation, before hashing:
 
 - **budgets are not identity**: ``timeout_s``, ``host_mem_limit_gib`` and ``profile_trace`` bound or decorate a
-  run without changing what it measures, and capacity planning's ``prune``, ``train_tokens`` and ``plan.*`` only
+  run without changing what it measures, ``timing.*`` (how ``timed_steps=auto`` sizes its window: its confidence
+  target and step bounds; ``timed_steps=auto`` itself is identity, a procedure other than any fixed count), and
+  capacity planning's ``prune``, ``train_tokens`` and ``plan.*`` only
   change what is predicted or whether the point is launched; a rerun with a new budget replaces the old record
   (history kept as ``result.<n>.json``);
 - **settings without effect are dropped**: ``use_reentrant`` without checkpointing (``gc=false``), ``fsdp_config``
@@ -28,7 +30,7 @@ from sweeper.grid.spec import PointSpec
 
 #: Spec fields that bound or decorate a run without changing what it measures.
 BUDGET_FIELDS: frozenset[str] = frozenset(
-    {"timeout_s", "host_mem_limit_gib", "profile_trace", "prune", "train_tokens", "plan"}
+    {"timeout_s", "host_mem_limit_gib", "profile_trace", "prune", "train_tokens", "plan", "timing"}
 )
 
 
@@ -41,6 +43,10 @@ def normalised(spec: PointSpec) -> dict[str, Any]:
     from sweeper.point.passthrough import fsdp_key, redundant_passthrough
 
     data = {k: v for k, v in spec.to_dict().items() if k not in BUDGET_FIELDS}
+    # timed_steps=auto is its own measurement procedure (identity); its cap, like every timing.* key, is a budget.
+    # A fixed timed_steps hashes as before (no timed_auto key), so the ids of existing records do not change.
+    if data.pop("timed_auto", False):
+        data["timed_steps"] = "auto"
     if not spec.gc:
         data["use_reentrant"] = None  # torch.utils.checkpoint is never called
     if spec.fsdp == "none":

@@ -28,8 +28,16 @@ from sweeper.grid.spec import PointSpec, replay_command
 from sweeper.point.gate import InvalidPoint, Target, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
-from sweeper.results.atomic import write_json_atomic
-from sweeper.results.record import RESULT_FILE, Record, existing_final_status, point_dir, read_record, write_record
+from sweeper.results.atomic import write_error_text, write_json_atomic
+from sweeper.results.record import (
+    RESULT_FILE,
+    Record,
+    RecordNotWritten,
+    existing_final_status,
+    point_dir,
+    read_record,
+    write_record,
+)
 
 SPEC_FILE = "spec.json"
 
@@ -229,8 +237,8 @@ def begin(
         return write(sweep_dir, refusal_record(base, e, predicted_for(spec, target)))
     prepared = Prepared(sweep_dir, sweep_id, pid, list(overrides), spec, target)
     pdir.mkdir(parents=True, exist_ok=True)
-    for stale in [*pdir.glob("rank*.json"), *pdir.glob("rank*.step")]:
-        stale.unlink()  # left by an interrupted earlier attempt of this same point
+    for stale in [*pdir.glob("rank*.json"), *pdir.glob("rank*.step"), *pdir.glob(".*.tmp")]:
+        stale.unlink(missing_ok=True)  # left by an interrupted earlier attempt (a killed driver or rank, a full disk)
     write_json_atomic(pdir / SPEC_FILE, spec.to_dict())
     return prepared
 
@@ -271,6 +279,8 @@ def finish(
     env.setdefault("device_type", prepared.target.device_type)
     if ranks and ranks[0].get("device_name"):
         env["device_name"] = ranks[0]["device_name"]
+    if ranks:  # the host each rank ran on, in rank order (rank files' "host"; a rank without a file is left out)
+        env["hosts"] = [r.get("host") for r in sorted(ranks, key=lambda r: r.get("rank", 0))]
     result = outcome or summarize_ranks(
         spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail, steps=read_rank_steps(prepared.pdir)
     )
@@ -287,9 +297,30 @@ def finish(
 
 
 def write(sweep_dir: Path, record: Record) -> Record:
-    """Write ``record`` atomically as its point's ``result.json`` and return it."""
+    """Write ``record`` atomically as its point's ``result.json`` and return it.
+
+    Raises:
+        RecordNotWritten: the filesystem refused it (a full disk: :func:`not_recorded` makes the line to show).
+    """
     write_record(sweep_dir, record)
     return record
+
+
+def not_recorded(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str, exc: OSError) -> Record:
+    """The unwritten ``pending`` record of a point whose files could not be written (``exc``: a full disk while
+    writing ``spec.json``, the device budget, the ranks' log or ``result.json``): nothing final exists for it, so
+    a resume (the same command with ``hydra.sweep.dir=<sweep_dir>``) runs it again. The reason starts with
+    ``not recorded:``, names the folder (:func:`sweeper.results.atomic.write_error_text`) and, when the point ran
+    to its end (:class:`RecordNotWritten`), what it ended in. Never raises, writes nothing."""
+    outcome = ""
+    if isinstance(exc, RecordNotWritten):
+        r = exc.record
+        outcome = f"it ended {r.status}" + (f" ({r.error_kind})" if r.error_kind else "") + "; "
+    reason = (
+        f"not recorded: {write_error_text(exc)} ({outcome}free space, then run the same command with "
+        f"hydra.sweep.dir={Path(sweep_dir)} to resume: this point runs again)"
+    )
+    return Record(status="pending", reason=reason, **_base(sweep_id, point_id(spec), overrides, spec, {}))
 
 
 def internal_error(

@@ -24,6 +24,7 @@ def build_report(
     device_mem_gib: Sequence[tuple[str, float]] = (),
     *,
     max_rows: int | None = 200,
+    wandb_mode: str | None = None,
 ) -> Path:
     """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` and ``frontier.png`` into
     ``sweep_dir``, each atomically (:mod:`sweeper.results.atomic`), from the records on disk (point folders
@@ -38,6 +39,9 @@ def build_report(
             from every status in turn; the replay section shows as many commands (frontier points first, then
             the failures shown). A note under each cut table says how many rows were left out. ``results.csv``
             and ``results.parquet`` always hold every point, with every column of :mod:`sweeper.results.row`.
+        wandb_mode: the mode the sweep's W&B runs are being written in while the report is built (``off``,
+            ``offline``, ``online``: :class:`sweeper.tracking.RunsWriter`), for the report's W&B section; None:
+            the section describes the last write.
 
     Returns:
         The path of ``report.md``.
@@ -50,7 +54,7 @@ def build_report(
     df = records_to_frame(records)
     grid = grid_of(df)
     unit = mem_unit(df)
-    doc = build_document(sweep_dir, records, df, max_rows, grid, device_mem_gib)
+    doc = build_document(sweep_dir, records, df, max_rows, grid, device_mem_gib, wandb_mode)
     data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit)
 
     write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))

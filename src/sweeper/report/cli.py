@@ -11,7 +11,7 @@ from pathlib import Path
 from sweeper.report.build import build_report
 from sweeper.results.collect import read_submitted, sweep_info
 from sweeper.results.record import POINTS_DIR
-from sweeper.tracking import log_runs, sweep_settings
+from sweeper.tracking import RunsWriter, sweep_settings
 from sweeper.tracking.settings import MODES
 
 
@@ -68,8 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweeper.launchers.slurm.accounting import reconcile
 
             reconcile(sweep_dir, sweep_info(sweep_dir).get("sweep_id", sweep_dir.name))
-        tracking = log_runs(sweep_dir, sweep_settings(sweep_dir, args.wandb))
-        path = build_report(sweep_dir, args.device_mem)
+        writer = RunsWriter.start(sweep_dir, sweep_settings(sweep_dir, args.wandb))  # meanwhile, the report
+        path = build_report(sweep_dir, args.device_mem, wandb_mode=writer.mode)
+        tracking = writer.wait()
     except ValueError as e:
         print(f"sweeper.report: error: {e}", file=sys.stderr)
         return 1

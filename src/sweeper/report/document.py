@@ -107,6 +107,7 @@ def build_document(
     max_rows: int | None = None,
     grid: Grid | None = None,
     device_mem_gib: Sequence[tuple[str, float]] = (),
+    wandb_mode: str | None = None,
 ) -> Document:
     """The report of a sweep, the answer first and the metadata last: the answer (fastest, least memory, fastest
     that fits each known device capacity, counts per status: :mod:`sweeper.report.headline`), results (plot, table,
@@ -122,6 +123,8 @@ def build_document(
         grid: :func:`sweeper.report.grid.grid_of` of ``df`` when the caller already has it.
         device_mem_gib: device capacities as (label, GiB) pairs (``--device-mem``), for "the fastest that fits";
             none: the ``cluster.gpu_mem_gib`` capacity planning judged the points against, if any.
+        wandb_mode: the mode the W&B runs are being written in now (``off``, ``offline``, ``online``), for the W&B
+            section; None: the section describes what the last write left (``<sweep dir>/wandb/sweeper-runs.json``).
     """
     info = sweep_info(sweep_dir)
     sweep_id = info.get("sweep_id") or (records[0].sweep_id if records else "") or Path(sweep_dir).name
@@ -139,7 +142,7 @@ def build_document(
     sections += [
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
-        *_wandb(sweep_dir),
+        *_wandb(sweep_dir, wandb_mode, str((info.get("wandb") or {}).get("project") or "sweeper")),
         Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
         Section("Grid", _grid(grid)),
         Section("Environment", _environment(records)),
@@ -149,11 +152,12 @@ def build_document(
     return Document(title=f"Sweep {sweep_id}", sections=sections)
 
 
-def _wandb(sweep_dir: Path) -> list[Section]:
-    """The W&B section (runs written, where, the sync command), when the sweep has W&B runs."""
-    from sweeper.tracking.manifest import summary_lines
+def _wandb(sweep_dir: Path, mode: str | None, project: str) -> list[Section]:
+    """The W&B section (where the runs go, the sync command): from ``mode`` when the runs are being written now
+    (:func:`sweeper.tracking.manifest.planned_lines`), else from what the last write left; none without runs."""
+    from sweeper.tracking.manifest import planned_lines, summary_lines
 
-    lines = summary_lines(sweep_dir)
+    lines = summary_lines(sweep_dir) if mode is None else planned_lines(sweep_dir, mode, project)
     if not lines:
         return []
     bullets = [escape(line) for line in lines if not line.startswith("Sync")]
@@ -206,7 +210,7 @@ def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows:
     blocks.append(
         Para(
             f"{FRONTIER_MARK} = on the Pareto frontier: {FRONTIER_DEFINITION}. {FRONTIER_MARK} tie = on the frontier "
-            "and tied with another frontier point (same peak memory, overlapping spreads): the measurement cannot "
+            "and tied with another frontier point (same peak memory, overlapping step-time intervals): the measurement cannot "
             "tell them apart."
         )
     )

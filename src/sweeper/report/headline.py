@@ -2,7 +2,8 @@
 
 Sentence one names the fastest ``ok`` configuration (highest median tokens/s per device; ties of that number broken
 by point id so the sentence is the same on every rebuild), the points tied with it (their tokens/s per device
-p10-p90 spreads overlap its own, :mod:`sweeper.results.frontier`), the one with the least peak memory, and, for each
+intervals overlap its own: from the 95 % confidence interval of the median step time, or the p10-p90 spread of
+records without one, :mod:`sweeper.results.frontier`), the one with the least peak memory, and, for each
 device capacity known (``--device-mem`` lines, else the single ``cluster.gpu_mem_gib`` that capacity planning
 judged every point against: the ``predicted_device_mem_bytes`` column), the fastest whose measured peak fits in it.
 Sentence two counts the points per status and how many are on the frontier.
@@ -56,6 +57,23 @@ def _tied(ties: pd.Series, row: pd.Series) -> list[str]:
     return [] if missing(value) else str(value).split()
 
 
+def _tie_basis(df: pd.DataFrame, ties: pd.Series, row: pd.Series) -> str:
+    """What the tie of ``row`` rests on: the 95 % confidence intervals of the median step times when every point
+    involved has one, the p10-p90 spreads when none has (records older than the interval), both otherwise
+    (:func:`sweeper.results.frontier.throughput_interval`)."""
+    col = "step_time_s_ci95_low"
+    if col not in df.columns:
+        return "their p10-p90 step-time spreads overlap"
+    pids = df["point_id"].astype(str) if "point_id" in df.columns else pd.Series(df.index.astype(str), index=df.index)
+    involved = pids.isin({str(pids[row.name]), *_tied(ties, row)})
+    has = pd.to_numeric(df.loc[involved, col], errors="coerce").notna()
+    if has.all():
+        return "the 95 % confidence intervals of their median step times overlap"
+    if not has.any():
+        return "their p10-p90 step-time spreads overlap"
+    return "their step-time intervals overlap: 95 % confidence interval of the median, p10-p90 for older records"
+
+
 def _some(pids: list[str], names: dict[str, str]) -> str:
     """The first :data:`MAX_TIED` of ``pids`` by name, then how many more."""
     shown = ", ".join(names.get(t, code(t)) for t in pids[:MAX_TIED])
@@ -90,7 +108,7 @@ def answer(
         parts = [f"Fastest: {names[fastest['_pid']]} ({_numbers(fastest, unit)})"]
         tied = _tied(ties, fastest)
         if tied:
-            parts[0] += f", tied with {_some(tied, names)} (their p10-p90 step-time spreads overlap)"
+            parts[0] += f", tied with {_some(tied, names)} ({_tie_basis(df, ties, fastest)})"
         if not bool(fastest["on_frontier"]):
             parts[0] += ", but off the frontier: a tied point needs less memory"
         least = ok.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
@@ -98,7 +116,7 @@ def answer(
         mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
         same = [t for t in _tied(ties, least) if mems.get(t) == least["_mem"]]
         if same:
-            parts[-1] += f", tied with {_some(same, names)} (same memory, overlapping spreads)"
+            parts[-1] += f", tied with {_some(same, names)} (same memory, overlapping ranges)"
         for label, cap in capacities(df, device_mem_gib):
             fits = ok[ok["_mem"] <= cap].sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable")
             where = f"{escape(label)} ({num(cap, unit[1], 3, zeros=True)} {unit[0]})"

@@ -55,7 +55,7 @@ def method_notes(df: pd.DataFrame, mem_unit: str = "GiB") -> list[str]:
         else ""
     )
     return [
-        "Step time: median (and p10/p90) of the timed steps"
+        "Step time: median (with its 95 % confidence interval, order statistics, and p10/p90) of the timed steps"
         + (f" ({_values(ok['timed_steps_measured'])} per point)" if ok["timed_steps_measured"].notna().any() else "")
         + " after dropping "
         + (f"{_values(ok['warmup_steps_dropped'])} " if ok["warmup_steps_dropped"].notna().any() else "the ")

@@ -4,7 +4,8 @@ Memory on the x axis is in the report's unit (GiB = 2**30 bytes or MiB = 2**20 b
 :func:`sweeper.report.fmt.mem_unit`), throughput on the y axis in tokens/s per device. Failed points are drawn in
 a strip below (OOMs at the device capacity they report, pruned points at their predicted bytes per device, others
 at the right edge), each with its reason on hover. Each ok point has an error bar: its tokens/s per device at the
-90th and at the 10th percentile step time (``tokens/s x median / p90`` to ``tokens/s x median / p10``,
+slow and fast ends of the 95 % confidence interval of its median step time (``tokens/s x median / ci95_high`` to
+``tokens/s x median / ci95_low``; the p10-p90 spread for records without the interval,
 :func:`sweeper.results.frontier.throughput_interval`), the range the frontier compares. Where capacity planning
 predicted both numbers of an ok point (predicted peak tensor bytes per rank, predicted tokens/s per device), the
 prediction is drawn as a hollow marker joined to the measured point by a dotted line.
@@ -34,7 +35,7 @@ from sweeper.report.fmt import cli, cli_overrides, mem_unit, missing, num, text
 from sweeper.results.frontier import throughput_interval
 from sweeper.units import GIB, MIB
 
-#: Headroom above the highest measured tokens/s (top of its p10-p90 bar) on the y axis (fraction of it).
+#: Headroom above the highest measured tokens/s (top of its interval bar) on the y axis (fraction of it).
 Y_HEADROOM = 1.15
 #: Headroom right of the rightmost measured x (memory, device line, failed point): where failed points without a
 #: memory number sit (:attr:`PlotData.edge`); the x axis ends :data:`X_PAD` further right.
@@ -61,8 +62,9 @@ class PlotData:
     """What both plots draw.
 
     Attributes:
-        ok: ok points with both numbers (x in ``unit``, y in tokens/s/device, ``y_low``/``y_high``: the p10-p90
-            range in tokens/s/device, label, hover, on_frontier).
+        ok: ok points with both numbers (x in ``unit``, y in tokens/s/device, ``y_low``/``y_high``: the throughput
+            interval in tokens/s/device, :func:`sweeper.results.frontier.throughput_interval`; label, hover,
+            on_frontier).
         failed: every other point (x in ``unit``: the device capacity for OOMs that report it, the predicted bytes
             per device for pruned points, else ``edge``).
         edge: the right edge of the data, in ``unit``.
@@ -72,6 +74,7 @@ class PlotData:
             ``py`` (tokens/s/device), and a ``hover`` text; empty when nothing was predicted.
         x_max: the right end of the x axis, in ``unit`` (:func:`axis_limits`; both axes start at 0).
         y_max: the top of the throughput axis, in tokens/s per device (:func:`axis_limits`).
+        interval: what the error bars are (:func:`interval_label`), for the legend and the title.
     """
 
     ok: pd.DataFrame
@@ -82,6 +85,7 @@ class PlotData:
     predicted: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["x", "y", "px", "py", "hover"]))
     x_max: float | None = None
     y_max: float | None = None
+    interval: str = "95 % CI of the median step time"
 
     def __post_init__(self) -> None:
         if self.x_max is None or self.y_max is None:
@@ -141,7 +145,8 @@ _HOVER_COLUMNS = (
 
 def hovers(df: pd.DataFrame, unit: tuple[str, int] = ("GiB", GIB)) -> list[str]:
     """The plot's hover text of each point (HTML: first line bold, then overrides, numbers or failure reason);
-    peak memory in ``unit`` (name, bytes). An ok point also shows its tokens/s/device p10-p90 range and, on the
+    peak memory in ``unit`` (name, bytes). An ok point also shows its tokens/s/device interval (the frontier's,
+    :func:`sweeper.results.frontier.throughput_interval`) and, on the
     frontier, the points tied with it (``frontier_tie_with``)."""
     name, scale = unit
     out = []
@@ -154,7 +159,7 @@ def hovers(df: pd.DataFrame, unit: tuple[str, int] = ("GiB", GIB)) -> list[str]:
         if status == "ok":
             lines += [
                 f"tokens/s/device: {num(tps)}"
-                + ("" if missing(lo) or lo == hi else f" (p10-p90 step time: {num(lo)}-{num(hi)})"),
+                + ("" if missing(lo) or lo == hi else f" (interval: {num(lo)}-{num(hi)})"),
                 f"peak mem: {num(peak, scale, 3, zeros=True)} {name} ({text(kind)})",
                 f"step time median: {num(step)} s",
             ]
@@ -187,7 +192,7 @@ def axis_limits(ok: pd.DataFrame, predicted: pd.DataFrame, edge: float) -> tuple
     """The upper ends of the plot's axes (both start at 0), set by the measured points.
 
     Args:
-        ok: the measured points (``x`` in the memory unit, ``y_high``: top of the p10-p90 bar, tokens/s/device).
+        ok: the measured points (``x`` in the memory unit, ``y_high``: top of the interval bar, tokens/s/device).
         predicted: the predictions (``px`` in the memory unit, ``py`` in tokens/s/device); may be empty.
         edge: the right edge of the measured data (memory unit): measured peaks, device lines, failed points.
 
@@ -213,6 +218,19 @@ def axis_limits(ok: pd.DataFrame, predicted: pd.DataFrame, edge: float) -> tuple
 
 def _column(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(df[name], errors="coerce").astype(float) if name in df else pd.Series(float("nan"), df.index)
+
+
+def interval_label(df: pd.DataFrame) -> str:
+    """What the error bars of the ok points of ``df`` are: ``"95 % CI of the median step time"`` when every ok
+    point has the interval, ``"p10-p90 step-time spread"`` when none has (records older than it), both otherwise
+    (:func:`sweeper.results.frontier.throughput_interval` picks per point)."""
+    ok = df["status"] == "ok" if "status" in df.columns else pd.Series(True, index=df.index)
+    has = _column(df, "step_time_s_ci95_low")[ok].notna()
+    if has.all():
+        return "95 % CI of the median step time"
+    if not has.any():
+        return "p10-p90 step-time spread"
+    return "95 % CI of the median step time (p10-p90 for older records)"
 
 
 def plot_data(
@@ -269,7 +287,15 @@ def plot_data(
         },
         index=df.index[both],
     )
-    return PlotData(ok=ok.sort_values("x"), failed=failed, edge=edge, devices=devices, unit=unit, predicted=predicted)
+    return PlotData(
+        ok=ok.sort_values("x"),
+        failed=failed,
+        edge=edge,
+        devices=devices,
+        unit=unit,
+        predicted=predicted,
+        interval=interval_label(df),
+    )
 
 
 def _segments(pred: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
@@ -284,7 +310,7 @@ def _segments(pred: pd.DataFrame) -> tuple[list[float | None], list[float | None
 
 _FAILED_TITLE = "not measured: OOM at device capacity, pruned at predicted bytes; others at the right edge"
 _YLABEL = "throughput (tokens/s per device)"
-_OK_TITLE = "ok points (★ = Pareto frontier; bars: tokens/s per device at the p90 and p10 step time)"
+_OK_TITLE = "ok points (★ = Pareto frontier; bars: tokens/s per device over the {interval})"
 
 
 def plot_html(data: PlotData) -> str:
@@ -298,7 +324,7 @@ def plot_html(data: PlotData) -> str:
 
     strip = bool(len(data.failed))
     note = data.predicted_note
-    ok_title = _OK_TITLE
+    ok_title = _OK_TITLE.format(interval=data.interval)
     if note:
         hint = "click “predicted” in the legend to show them, double-click the plot to fit them"
         ok_title += f"<br><span style='font-size:11px;color:gray'>{html.escape(f'{note}: {hint}')}</span>"
@@ -447,7 +473,7 @@ def png_figure(data: PlotData) -> Any:
             elinewidth=1,
             capsize=3,
             zorder=2,
-            label="p10-p90 step-time spread",
+            label=data.interval,
         )
     if len(front):
         top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")

@@ -23,9 +23,10 @@ from sweeper.units import GIB, MIB
 
 FRONTIER_MARK = "★"
 FRONTIER_DEFINITION = (
-    "no other ok point is faster (its tokens/s per device p10-p90 range lies entirely above this one's) with no "
-    "more peak memory, or tied (the ranges overlap) with strictly less peak memory; tied points with equal memory "
-    "are both on the frontier (docs/report.md)"
+    "no other ok point is faster (its tokens/s per device range, from the 95 % confidence interval of its median "
+    "step time, p10-p90 for records without one, lies entirely above this one's) with no more peak memory, or tied "
+    "(the ranges overlap) with strictly less peak memory; tied points with equal memory are both on the frontier "
+    "(docs/report.md)"
 )
 #: Statuses the failures table leaves out: listed apart (:func:`pruned_table`).
 APART = ("pruned",)
@@ -81,7 +82,7 @@ def results_table(
 
 def frontier_marks(ok: pd.DataFrame) -> list[str]:
     """The frontier cell of each row: ★ on the frontier, "★ tie" when tied on throughput with another frontier
-    point (the same peak memory, overlapping spreads: ``frontier_tie_with``), else empty."""
+    point (the same peak memory, overlapping ranges: ``frontier_tie_with``), else empty."""
     front = set(ok.loc[ok["on_frontier"].astype(bool), "point_id"].astype(str))
     ties = ok["frontier_tie_with"] if "frontier_tie_with" in ok.columns else pd.Series(None, index=ok.index)
     return [
@@ -101,7 +102,8 @@ def signed_pct(v: object) -> str:
 
 def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None) -> pd.DataFrame:
     """Secondary numbers of the ``ok`` points, in :func:`results_table`'s order: point, tokens/s over all devices,
-    step time p10-p90 (s), TFLOP/s per device, the MFU peak (TFLOP/s; only when the peaks of these points differ
+    step time p10-p90 (s), the 95 % confidence interval of the median step time (s) and the timed steps (when the
+    records have them), TFLOP/s per device, the MFU peak (TFLOP/s; only when the peaks of these points differ
     by more than 1 %), the peak-memory counter, the points a frontier point is tied with on throughput (when any
     is: ``frontier_tie_with``), the predicted peak (in ``unit``, by default :func:`mem_unit` of ``df``) and
     tokens/s per device when capacity planning predicted them, and the SLURM job when there is one."""
@@ -112,8 +114,18 @@ def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None)
         "step time p10-p90 (s)": [
             f"{num(a)}-{num(b)}" for a, b in zip(ok["step_time_s_p10"], ok["step_time_s_p90"], strict=True)
         ],
-        "TFLOP/s/device": [num(v, digits=3) for v in ok["tflops_per_device"]],
     }
+    if "step_time_s_ci95_low" in ok.columns and ok["step_time_s_ci95_low"].notna().any():
+        out["median step time 95 % CI (s)"] = [
+            f"{num(a)}-{num(b)}" for a, b in zip(ok["step_time_s_ci95_low"], ok["step_time_s_ci95_high"], strict=True)
+        ]
+        out["timed steps"] = [
+            num(n) + ("" if missing(s) or s in ("fixed", "ci") else f" ({text(s)})")
+            for n, s in zip(
+                ok["timed_steps_measured"], ok.get("timed_stop", pd.Series(None, index=ok.index)), strict=True
+            )
+        ]
+    out["TFLOP/s/device"] = [num(v, digits=3) for v in ok["tflops_per_device"]]
     peaks = pd.to_numeric(ok["mfu_peak_flop_per_s"], errors="coerce").dropna()
     if len(peaks) and peaks.max() > 1.01 * peaks.min():
         out["MFU peak (TFLOP/s)"] = [num(v, 1e12, 3) for v in ok["mfu_peak_flop_per_s"]]

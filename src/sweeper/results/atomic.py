@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -19,25 +20,50 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
+#: ``errno`` values that mean "the filesystem is full" (no space, or the user's quota is spent).
+DISK_FULL_ERRNOS: frozenset[int] = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is an ``OSError`` saying the filesystem is full (:data:`DISK_FULL_ERRNOS`)."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def write_error_text(exc: OSError) -> str:
+    """A one-line description of a failed write that names the folder: ``no space left on device in /a/b``
+    (the file's folder, from ``exc.filename``; :func:`write_atomic` sets it to the target path)."""
+    what = (exc.strerror or str(exc) or type(exc).__name__).strip()
+    what = what[:1].lower() + what[1:]
+    where = Path(str(exc.filename)).parent if exc.filename else None
+    return f"{what} in {where}" if where is not None else what
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary path in ``path``'s folder, fsync it, then rename it onto ``path``.
 
     Raises:
-        whatever ``write`` or the filesystem raises (``OSError`` for a full disk); the temporary file is removed
-        and ``path`` is left as it was.
+        whatever ``write`` or the filesystem raises (``OSError`` for a full disk, its ``filename`` set to ``path``
+        when it named no file or the temporary one); the temporary file is removed and ``path`` is left as it was.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a result is as readable as any file the user writes
         write(Path(tmp))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass  # already gone, or the folder is unreadable: the original error is the one to report
+        if isinstance(e, OSError) and (e.filename is None or str(e.filename) == tmp):
+            e.filename = str(path)  # "No space left on device" alone does not say where
         raise
 
 

@@ -1,13 +1,21 @@
 """The Pareto frontier of throughput (higher is better) against peak memory (lower is better), with ties.
 
-Throughput is measured with noise, so each point's throughput is an interval, not a number: from its step-time
-spread, ``[tokens/s x median / p90, tokens/s x median / p10]`` (tokens/s per device at the 90th and at the 10th
-percentile step time; the record's ``step_time_s_p10``, ``step_time_s_median``, ``step_time_s_p90``). A point with
-fewer than 3 timed steps, or without p10/p90, has the zero-width interval ``[tokens/s, tokens/s]``. Memory (peak
-bytes) is compared exactly: it does not vary from run to run on CPU (MemTracker) and barely on CUDA (allocator).
+Throughput is measured with noise, so each point's throughput is an interval, not a number: from the 95 %
+confidence interval of its median step time (order statistics, :mod:`sweeper.results.stats`),
+``[tokens/s x median / ci95_high, tokens/s x median / ci95_low]`` (tokens/s per device at the interval's slow and
+fast ends; the record's ``step_time_s_ci95_low``, ``step_time_s_median``, ``step_time_s_ci95_high``). A record
+without that interval (written before it existed) falls back to its step-time spread, ``[tokens/s x median / p90,
+tokens/s x median / p10]``; with fewer than 3 timed steps, or without p10/p90 either, the interval is zero-width,
+``[tokens/s, tokens/s]``. Memory (peak bytes) is compared exactly: it does not vary from run to run on CPU
+(MemTracker) and barely on CUDA (allocator).
+
+The interval of the median says where the median step time would be if the point were measured again and again;
+the p10-p90 spread says how much single steps vary, which does not shrink with more steps. With the interval, two
+points are told apart once their medians are known well enough to differ (``timed_steps=auto`` times steps until
+they are).
 
 Point A is *faster* than B when A's interval lies entirely above B's (``A.low > B.high``: with the same tokens per
-step, A's step-time interval [p10, p90] lies entirely below B's). When the intervals overlap (touching counts), the
+step, A's step-time interval lies entirely below B's). When the intervals overlap (touching counts), the
 two are *tied* on throughput: the noise cannot tell them apart, whatever their medians say.
 
 A *dominates* B when
@@ -16,7 +24,7 @@ A *dominates* B when
 - A and B are tied on throughput and A uses strictly less memory.
 
 Two points tied on throughput with exactly the same memory do not dominate each other. The frontier is the set of
-points no other point dominates. The medians never decide between tied points, so two points whose spreads overlap
+points no other point dominates. The medians never decide between tied points, so two points whose intervals overlap
 never split into one frontier point and one dominated point because one median came out higher this time; the only
 tie-break is memory, which does not change between runs. The relation has no cycles (along a cycle every memory
 would be equal, and "faster" between intervals is a strict order), so a sweep with at least one valid point has a
@@ -37,8 +45,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Fewest timed steps whose p10/p90 count as a spread; fewer: a zero-width interval at the median.
+#: Fewest timed steps whose p10/p90 count as a spread (the fallback of older records); fewer: a zero-width interval.
 MIN_TIMED_STEPS = 3
+#: The step-time columns of the interval: the median's 95 % confidence interval, and the older p10-p90 fallback.
+CI_COLUMNS = ("step_time_s_ci95_low", "step_time_s_ci95_high")
+SPREAD_COLUMNS = ("step_time_s_p10", "step_time_s_p90")
 
 
 def _finite(x: Any) -> float | None:
@@ -141,9 +152,14 @@ def throughput_interval(
     df: pd.DataFrame, throughput_col: str = "tokens_per_s_per_device"
 ) -> tuple[pd.Series, pd.Series]:
     """(low, high) throughput of each row of a results table, in the unit of ``throughput_col`` (tokens/s per
-    device by default): ``throughput x step_time_s_median / step_time_s_p90`` and ``... / step_time_s_p10``.
-    Zero-width (the throughput itself) when ``timed_steps_measured`` is below :data:`MIN_TIMED_STEPS` or a step
-    time is missing, non-finite or not positive."""
+    device by default).
+
+    A row with the 95 % confidence interval of its median step time (``step_time_s_ci95_low``/``_high``, seconds,
+    finite and positive): ``throughput x step_time_s_median / step_time_s_ci95_high`` and ``... / ci95_low``, at any
+    number of timed steps (fewer than 6 give the wider [min, max]). Otherwise (older records) the p10-p90 spread:
+    ``throughput x median / step_time_s_p90`` and ``... / step_time_s_p10``, zero-width (the throughput itself) when
+    ``timed_steps_measured`` is below :data:`MIN_TIMED_STEPS` or a step time is missing, non-finite or not
+    positive. Bounds are widened to contain the throughput."""
     import numpy as np
     import pandas as pd
 
@@ -152,12 +168,19 @@ def throughput_interval(
             return pd.Series(np.nan, index=df.index, dtype=float)
         return pd.to_numeric(df[name], errors="coerce").astype(float)
 
-    t, med, p10, p90 = col(throughput_col), col("step_time_s_median"), col("step_time_s_p10"), col("step_time_s_p90")
-    steps = col("timed_steps_measured")
-    good = (med > 0) & (p10 > 0) & (p90 > 0) & ~(steps < MIN_TIMED_STEPS)
-    good &= np.isfinite(med) & np.isfinite(p10) & np.isfinite(p90)
-    low = (t * med / p90).where(good, t)
-    high = (t * med / p10).where(good, t)
+    def positive(*xs: pd.Series) -> pd.Series:
+        ok = pd.Series(True, index=df.index)
+        for x in xs:
+            ok &= np.isfinite(x) & (x > 0)
+        return ok
+
+    t, med = col(throughput_col), col("step_time_s_median")
+    ci_lo, ci_hi = (col(c) for c in CI_COLUMNS)
+    p10, p90 = (col(c) for c in SPREAD_COLUMNS)
+    with_ci = positive(med, ci_lo, ci_hi)
+    with_spread = ~with_ci & positive(med, p10, p90) & ~(col("timed_steps_measured") < MIN_TIMED_STEPS)
+    low = (t * med / ci_hi).where(with_ci, (t * med / p90).where(with_spread, t))
+    high = (t * med / ci_lo).where(with_ci, (t * med / p10).where(with_spread, t))
     return np.minimum(low, t).where(t.notna()), np.maximum(high, t).where(t.notna())
 
 
@@ -173,7 +196,7 @@ def mark_frontier(
     memory_col: str = "peak_mem_bytes",
 ) -> pd.Series:
     """Frontier membership of each row of a results table (tokens/s per device vs peak memory bytes by default),
-    throughput intervals from the step-time spread (:func:`throughput_interval`).
+    throughput intervals from the median step time's 95 % interval (:func:`throughput_interval`).
 
     Only rows with ``status == "ok"`` take part (when the table has a ``status`` column); every other row is False.
 

@@ -2,7 +2,11 @@
 
 Driver side, no torch. Conventions (each reported number says how it was measured):
 
-* step time: for each timed step, the slowest rank's wall time; then median, p10, p90 over the timed steps.
+* step time: for each timed step, the slowest rank's wall time; then median, p10, p90 over the timed steps, and the
+  95 % confidence interval of the median (order statistics, distribution-free: :func:`sweeper.results.stats.median_ci`;
+  ``step_time_s_ci95_low``/``_high``, its real coverage ``step_time_ci95_coverage``, below 0.95 for fewer than 6
+  steps, and ``step_time_ci95_rel`` = half-width / median). ``timed_steps=auto`` times steps until that interval is
+  within ``timing.ci_rel`` of the median (``timed_stop``: ``ci``, or ``cap`` at ``timing.max_timed_steps``).
 * tokens/s (global) = per_device_batch_size x seq_len x grad_accum x world_size / median step time;
   tokens/s per device = that / world_size; samples/s = per_device_batch_size x grad_accum x world_size / median.
 * TFLOP/s per device = tokens/s per device x FLOPs per token (PaLM, :func:`sweeper.results.mfu.flops_per_token`) / 1e12;
@@ -25,8 +29,16 @@ signal leaves none). A JSON object:
   characters), ``traceback`` (str, last 12000 characters), ``phase`` (``setup``/``train``/``eval``), ``step`` (int
   or null: optimizer steps finished when the failing step began, i.e. the 0-based index of that step).
 * ``steps_completed`` (int or null): optimizer steps this rank finished (the Trainer's ``state.global_step``);
-  null when training never began. Fewer than the spec's ``total_steps`` on an ``ok`` rank means it left early.
+  null when training never began. Fewer than it was to run (:func:`steps_planned`) on an ``ok`` rank means it left
+  early.
 * ``step_times_s`` (list of float, seconds): wall time of each step of the timed window.
+* ``timed_window`` (``[start, stop]``, absent from older rank files): the timed window as 0-based step indices,
+  ``[start, stop)`` (1-based steps ``start + 1`` .. ``stop``); ``stop`` is null when the window never ended
+  (``timed_steps=auto`` and the rank left training before the stop rule decided). ``timed_stop`` (str or null): why
+  it ended: ``"fixed"`` (a fixed ``timed_steps``), ``"ci"`` (the median's interval within ``timing.ci_rel``),
+  ``"cap"`` (``timing.max_timed_steps`` reached). With ``timed_steps=auto`` every rank ends it at the same step (the
+  ranks all-reduce each step time with MAX and apply the same rule), and the steps the rank was to run are
+  ``stop + memory_steps + profile_steps``, not the spec's ``total_steps`` (which counts the cap).
 * ``losses`` (list of float): training loss per logged step (the Trainer logs every step, ``logging_steps=1``).
 * ``series`` (per-step history, every window, one entry per optimizer step this rank finished, in step order;
   absent from rank files of older versions): ``step_wall_s`` (list of float, seconds: ``time.perf_counter`` from
@@ -66,6 +78,7 @@ from sweeper.failures import reasons
 from sweeper.failures.text import first_line
 from sweeper.grid.spec import PointSpec
 from sweeper.results.mfu import Peak, flops_per_token, mfu
+from sweeper.results.stats import median_ci
 
 #: A rank's result file in the point directory (``.format(rank=r)``).
 RANK_FILE = "rank{rank}.json"
@@ -131,14 +144,33 @@ def _max(values: list[Any]) -> Any:
     return max(vals) if vals else None
 
 
+def step_time_ci(times_s: list[float]) -> dict[str, float]:
+    """The 95 % confidence interval of the median step time (:func:`sweeper.results.stats.median_ci`: order
+    statistics, distribution-free; Conover, *Practical Nonparametric Statistics*, 3.2).
+
+    Returns:
+        ``step_time_s_ci95_low``, ``step_time_s_ci95_high`` (seconds), ``step_time_ci95_rel`` (half-width / median,
+        a fraction) and ``step_time_ci95_coverage`` (the interval's real coverage: >= 0.95 from 6 steps; below, for
+        fewer steps, the interval is [min, max] and this says how much less than 95 % it covers).
+    """
+    ci = median_ci(times_s)
+    return {
+        "step_time_s_ci95_low": ci.low,
+        "step_time_s_ci95_high": ci.high,
+        "step_time_ci95_rel": ci.half_width_rel,
+        "step_time_ci95_coverage": ci.coverage,
+    }
+
+
 def step_statistics(per_rank_times_s: list[list[float]]) -> dict[str, float] | None:
-    """Median/p10/p90 (seconds) of per-step max over ranks; None when no rank timed a step."""
+    """Median/p10/p90 and the median's 95 % interval (seconds, :func:`step_time_ci`) of the per-step max over
+    ranks, and ``timed_steps`` (the steps timed by every rank); None when no rank timed a step."""
     lists = [t for t in per_rank_times_s if t]
     if not lists:
         return None
     n = min(len(t) for t in lists)
     slowest = [max(t[i] for t in lists) for i in range(n)]
-    return {**summarize_step_times(slowest), "timed_steps": n}
+    return {**summarize_step_times(slowest), **step_time_ci(slowest), "timed_steps": n}
 
 
 def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -146,6 +178,9 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str
     world = spec.world_size
     m: dict[str, Any] = {"warmup_steps_dropped": spec.warmup_steps}
     stats = step_statistics([r.get("step_times_s") or [] for r in ranks])
+    stops = {r.get("timed_stop") for r in ranks if r.get("timed_stop")}
+    if stops:
+        m["timed_stop"] = stops.pop() if len(stops) == 1 else "mixed"  # one rule on one list: never mixed
     if stats:
         m.update(stats)
         med = stats["step_time_s_median"]
@@ -203,16 +238,39 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str
 WINDOWS: tuple[str, ...] = ("warmup", "timed", "memory", "profile")
 
 
-def step_window(spec: PointSpec, step: int) -> str | None:
-    """The window (one of :data:`WINDOWS`) of the 1-based optimizer ``step``; None past ``spec.total_steps``."""
+def step_window(spec: PointSpec, step: int, timed_stop: int | None = None) -> str | None:
+    """The window (one of :data:`WINDOWS`) of the 1-based optimizer ``step``; None past the last window.
+
+    ``timed_stop``: where the timed window really ended (the ``stop`` of a rank file's ``timed_window``, 0-based
+    exclusive, i.e. the 1-based number of its last step), for ``timed_steps=auto``; None: the spec's counts
+    (``timed_steps``, the cap under auto)."""
+    timed = spec.timed_steps if timed_stop is None else timed_stop - spec.warmup_steps
     end = 0
-    for name, count in zip(
-        WINDOWS, (spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps), strict=True
-    ):
+    for name, count in zip(WINDOWS, (spec.warmup_steps, timed, spec.memory_steps, spec.profile_steps), strict=True):
         end += count
         if step <= end:
             return name
     return None
+
+
+def timed_window_stop(ranks: list[dict[str, Any]]) -> int | None:
+    """Where the timed window ended (0-based exclusive step index, from the ranks' ``timed_window``: the same on
+    every rank; the lowest reporting rank's), or None when no rank says (older rank files, or the window never
+    ended)."""
+    for r in sorted(ranks, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 1 << 30):
+        w = r.get("timed_window")
+        if isinstance(w, list) and len(w) == 2 and isinstance(w[1], int):
+            return w[1]
+    return None
+
+
+def steps_planned(spec: PointSpec, rank: dict[str, Any]) -> int:
+    """Optimizer steps ``rank`` was to run: ``stop + memory_steps + profile_steps`` once its timed window ended
+    (``timed_window``; under ``timed_steps=auto`` earlier than the cap), else ``spec.total_steps``."""
+    w = rank.get("timed_window")
+    if isinstance(w, list) and len(w) == 2 and isinstance(w[1], int):
+        return w[1] + spec.memory_steps + spec.profile_steps
+    return spec.total_steps
 
 
 def _list(value: Any) -> list[Any]:
@@ -233,7 +291,8 @@ def series_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str,
     """The point's per-step history (``Record.series``): one entry per optimizer step, every window.
 
     Columns (lists of equal length, one entry per step, step order): ``step`` (int, 1-based global step),
-    ``window`` (``"warmup"``/``"timed"``/``"memory"``/``"profile"``, from the spec's step counts), ``step_time_s``
+    ``window`` (``"warmup"``/``"timed"``/``"memory"``/``"profile"``, from the spec's step counts and, for
+    ``timed_steps=auto``, the ranks' ``timed_window``: :func:`step_window`), ``step_time_s``
     (float, seconds: the slowest rank's wall time of that step; for the timed steps the statistics use, the same
     number as their input, :func:`step_statistics`), ``loss`` (float or None: rank 0's logged training loss of
     that step; the lowest reporting rank's when rank 0 left no file), ``mem_high_water_bytes`` (int or None,
@@ -256,9 +315,10 @@ def series_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str,
     losses = _losses_by_step(r0)
     steps = list(range(1, n + 1))
     kinds = [s.get("mem_kind") for s in per_rank if s.get("mem_kind")]
+    timed_stop = timed_window_stop(ranks)
     return {
         "step": steps,
-        "window": [step_window(spec, i) for i in steps],
+        "window": [step_window(spec, i, timed_stop) for i in steps],
         "step_time_s": [_max([w[i] for w in walls if i < len(w)]) for i in range(n)],
         "loss": [losses.get(i) for i in steps],
         "mem_high_water_bytes": [_max([m[i] for m in mems if i < len(m)]) for i in range(n)],
@@ -319,11 +379,12 @@ def _steps_completed(rank: dict[str, Any], steps: dict[int, int]) -> int | None:
 
 
 def _early_ranks(spec: PointSpec, ranks: list[dict[str, Any]], steps: dict[int, int]) -> dict[int, int]:
-    """Ranks that ended ``ok`` with fewer optimizer steps than the spec asked (they left training early)."""
+    """Ranks that ended ``ok`` with fewer optimizer steps than they were to run (:func:`steps_planned`: they left
+    training early)."""
     early = {}
     for r in ranks:
         done = _steps_completed(r, steps)
-        if r.get("status") == "ok" and done is not None and done < spec.total_steps:
+        if r.get("status") == "ok" and done is not None and done < steps_planned(spec, r):
             early[r.get("rank")] = done
     return early
 

@@ -116,19 +116,37 @@ def point_dir(sweep_dir: Path, point_id: str) -> Path:
     return Path(sweep_dir) / POINTS_DIR / point_id
 
 
+class RecordNotWritten(OSError):
+    """A record that could not be written (a full disk, a read-only folder, ...): same ``errno``, ``strerror`` and
+    ``filename`` (the ``result.json`` path) as the filesystem's error, plus the unwritten record.
+
+    Attributes:
+        record: the record as it would have been written (its status is what the point really ended in).
+    """
+
+    def __init__(self, record: Record, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror or str(error), error.filename)
+        self.record = record
+
+
 def write_record(sweep_dir: Path, record: Record) -> Path:
     """Write a point's record to ``<sweep_dir>/points/<point_id>/result.json`` atomically.
 
     Raises:
         FileExistsError: if a final record for this point already exists (a finished point is never
             overwritten; delete its folder by hand to re-run it).
+        RecordNotWritten: the filesystem refused the write (e.g. no space left on device); nothing was written, no
+            temporary file is left, and the point has no record (a resume runs it again).
     """
     path = point_dir(sweep_dir, record.point_id) / RESULT_FILE
     if path.exists():
         old = read_record(path)
         if old.status in FINAL_STATUSES:
             raise FileExistsError(f"{path} already holds a final result ({old.status}); refusing to overwrite it")
-    write_json_atomic(path, record.to_dict())
+    try:
+        write_json_atomic(path, record.to_dict())
+    except OSError as e:
+        raise RecordNotWritten(record, e) from e
     return path
 
 

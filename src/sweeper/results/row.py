@@ -214,6 +214,16 @@ COLUMNS: tuple[Column, ...] = (
            "metrics.step_time_s_median"),
     Column("step_time_s_p10", FLOAT, "s", "10th percentile step time", "metrics.step_time_s_p10"),
     Column("step_time_s_p90", FLOAT, "s", "90th percentile step time", "metrics.step_time_s_p90"),
+    Column("step_time_s_ci95_low", FLOAT, "s", "lower bound of the 95 % confidence interval of the median step time "
+           "(order statistics, sweeper.results.stats)", "metrics.step_time_s_ci95_low"),
+    Column("step_time_s_ci95_high", FLOAT, "s", "upper bound of the 95 % confidence interval of the median step time",
+           "metrics.step_time_s_ci95_high"),
+    Column("step_time_ci95_rel", FLOAT, "fraction", "half-width of that interval / median step time",
+           "metrics.step_time_ci95_rel"),
+    Column("step_time_ci95_coverage", FLOAT, "fraction", "the interval's real coverage: >= 0.95 from 6 timed steps; "
+           "below it, [min, max] of fewer steps", "metrics.step_time_ci95_coverage"),
+    Column("timed_stop", STR, "", "why the timed window ended: fixed (a number of steps), ci (timed_steps=auto: "
+           "interval within timing.ci_rel), cap (timing.max_timed_steps)", "metrics.timed_stop"),
     Column("tokens_per_s", FLOAT, "tokens/s", "all devices", "metrics.tokens_per_s"),
     Column("tokens_per_s_per_device", FLOAT, "tokens/s", "tokens_per_s / world_size",
            "metrics.tokens_per_s_per_device"),
@@ -234,7 +244,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("on_frontier", BOOL, "", "on the tokens/s/device vs peak_mem_bytes Pareto frontier of the ok rows",
            lambda r: False),
     Column("frontier_tie_with", STR, "", "frontier rows: the ok points (space-separated ids) whose tokens/s/device "
-           "p10-p90 spread overlaps this one's, a tie on throughput (sweeper.results.frontier)", lambda r: None),
+           "throughput interval overlaps this one's (from the 95 % interval of the median step time; p10-p90 for "
+           "older records), a tie on throughput (sweeper.results.frontier)", lambda r: None),
     Column("timed_steps_measured", INT, "steps", "timed steps actually measured", "metrics.timed_steps"),
     Column("warmup_steps_dropped", INT, "steps", "warm-up steps dropped", "metrics.warmup_steps_dropped"),
     Column("flops_per_token", FLOAT, "FLOP/token", "6N + 12 L a d s (PaLM), recompute not counted",
@@ -274,6 +285,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("fsdp_version", INT, "", "FSDP 1 or 2", "setup.fsdp_version"),
     Column("device_type", STR, "", "cpu or cuda", _first(_part("setup.device_type"), _part("env.device_type"))),
     Column("device_name", STR, "", "device model", _first(_part("setup.device_name"), _part("env.device_name"))),
+    Column("hosts", STR, "", "the host of each rank, in rank order (space-separated)",
+           lambda r: " ".join(map(str, (r.env or {}).get("hosts") or [])) or None),
     # ---- SLURM ----
     Column("slurm_job_id", STR, "", "<array>_<task> or job id", _first(_part("env.slurm_job_id"),
                                                                         _part("failure.slurm_job_id"))),

@@ -35,55 +35,88 @@ def sweep_settings(sweep_dir: Path, mode: str | None = None) -> WandbSettings:
     return WandbSettings.from_dict(data)
 
 
-def log_runs(sweep_dir: Path, settings: WandbSettings, n_points: int | None = None) -> list[str]:
-    """Write or update the sweep's W&B runs in a child process and return the lines to print (plain text).
+class RunsWriter:
+    """The W&B runs of a sweep being written by a child process (``python -m sweeper.tracking``), started by
+    :meth:`start` so that the caller can build the report meanwhile, then :meth:`wait`-ed for.
 
-    ``off`` (asked, or ``auto`` without wandb installed) costs nothing: no child starts. The child's own output
-    (wandb's warnings) goes to ``<sweep dir>/wandb/sweeper-tracking.log``. Never raises.
-
-    Args:
-        sweep_dir: the sweep directory.
-        settings: the sweep's W&B settings (:func:`sweep_settings`).
-        n_points: the number of points, for the time limit (``BASE_TIMEOUT_S + SECONDS_PER_RUN`` x points).
+    Attributes:
+        mode: the mode the runs are written in (``off``, ``offline``, ``online``; :func:`effective_mode`): the
+            report's W&B section says where they go.
     """
-    mode, note = effective_mode(settings)
-    lines = [note] if note else []
-    if mode == "off":
-        return lines
-    sweep_dir = Path(sweep_dir)
-    if n_points is None:
+
+    def __init__(self, sweep_dir: Path, mode: str, lines: list[str]) -> None:
+        self.sweep_dir = Path(sweep_dir)
+        self.mode = mode
+        self._lines = lines
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+        self._timeout = BASE_TIMEOUT_S
+
+    @classmethod
+    def start(cls, sweep_dir: Path, settings: WandbSettings, n_points: int | None = None) -> RunsWriter:
+        """Start writing (``off``: nothing starts and it costs nothing). Never raises.
+
+        Args:
+            sweep_dir: the sweep directory.
+            settings: the sweep's W&B settings (:func:`sweep_settings`).
+            n_points: the number of points, for the time limit (``BASE_TIMEOUT_S + SECONDS_PER_RUN`` x points);
+                None: counted from ``points/``.
+        """
+        mode, note = effective_mode(settings)
+        writer = cls(sweep_dir, mode, [note] if note else [])
+        if mode == "off":
+            return writer
+        if n_points is None:
+            try:
+                n_points = sum(1 for _ in (writer.sweep_dir / "points").iterdir())
+            except OSError:
+                n_points = 0
+        writer._timeout = BASE_TIMEOUT_S + SECONDS_PER_RUN * n_points
+        cmd = [sys.executable, "-m", "sweeper.tracking", str(writer.sweep_dir), "--mode", mode]
+        cmd += ["--project", settings.project] + (["--entity", settings.entity] if settings.entity else [])
+        writer._log = _log_file(writer.sweep_dir)
+        env = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}  # the mode is resolved: the child is told
         try:
-            n_points = sum(1 for _ in (sweep_dir / "points").iterdir())
-        except OSError:
-            n_points = 0
-    timeout = BASE_TIMEOUT_S + SECONDS_PER_RUN * n_points
-    cmd = [sys.executable, "-m", "sweeper.tracking", str(sweep_dir), "--mode", mode]
-    cmd += ["--project", settings.project] + (["--entity", settings.entity] if settings.entity else [])
-    log = _log_file(sweep_dir)
-    env = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}  # the mode is resolved: the child is told it
-    try:
-        proc = subprocess.run(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=log or subprocess.DEVNULL,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
-        stop = f"W&B: writing the runs took over {timeout:.0f} s and was stopped; the runs written so far are kept"
-        return [*lines, stop]
-    except OSError as e:
-        return [*lines, f"W&B: cannot start the writer: {e}"]
-    finally:
-        if log is not None:
-            log.close()
-    out = [line for line in proc.stdout.splitlines() if line.strip()]
-    if proc.returncode != 0:
-        where = f" (see {sweep_dir / WANDB_SUBDIR / LOG_FILE})" if log is not None else ""
-        out.append(f"W&B: the writer exited with status {proc.returncode}{where}")
-    return [*lines, *out]
+            writer._proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=writer._log or subprocess.DEVNULL, text=True, env=env
+            )
+        except OSError as e:
+            writer._lines.append(f"W&B: cannot start the writer: {e}")
+            writer._close_log()
+        return writer
+
+    def wait(self) -> list[str]:
+        """Wait for the child (at most its time limit, counted from now) and return the lines to print (plain
+        text): what was written, fallbacks, errors, the sync command. Never raises."""
+        if self._proc is None:
+            return list(self._lines)
+        try:
+            out, _ = self._proc.communicate(timeout=self._timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
+            stop = f"W&B: writing the runs took over {self._timeout:.0f} s and was stopped (the runs written are kept)"
+            return [*self._lines, stop]
+        finally:
+            self._close_log()
+        lines = [*self._lines, *(line for line in (out or "").splitlines() if line.strip())]
+        if self._proc.returncode != 0:
+            lines.append(
+                f"W&B: the writer exited with status {self._proc.returncode} "
+                f"(see {self.sweep_dir / WANDB_SUBDIR / LOG_FILE})"
+            )
+        return lines
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def log_runs(sweep_dir: Path, settings: WandbSettings, n_points: int | None = None) -> list[str]:
+    """Write or update the sweep's W&B runs (:meth:`RunsWriter.start`, then :meth:`RunsWriter.wait`) and return the
+    lines to print. Never raises."""
+    return RunsWriter.start(sweep_dir, settings, n_points).wait()
 
 
 def _log_file(sweep_dir: Path):
@@ -94,4 +127,4 @@ def _log_file(sweep_dir: Path):
         return None
 
 
-__all__ = ["WandbSettings", "effective_mode", "log_runs", "sweep_settings"]
+__all__ = ["RunsWriter", "WandbSettings", "effective_mode", "log_runs", "sweep_settings"]

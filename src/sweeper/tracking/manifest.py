@@ -49,6 +49,23 @@ def sync_command(sweep_dir: Path) -> str:
     return f"wandb sync {shlex.quote(str(Path(sweep_dir) / WANDB_SUBDIR))}/offline-run-*"
 
 
+def planned_lines(sweep_dir: Path, mode: str, project: str = "sweeper") -> list[str]:
+    """What the report says about W&B while the runs are being written in ``mode`` (``off``, ``offline``,
+    ``online``; :func:`sweeper.tracking.settings.effective_mode`): plain sentences, the sync command last when
+    offline. ``[]`` for ``off``. The terminal says how the writing went."""
+    if mode == "offline":
+        return [
+            f"One W&B run per point, written offline under {Path(sweep_dir) / WANDB_SUBDIR}/.",
+            f"Sync them once online: {sync_command(sweep_dir)}",
+        ]
+    if mode == "online":
+        return [
+            f"One W&B run per point, sent to the W&B project {project} (group = the sweep id); written offline under "
+            f"{Path(sweep_dir) / WANDB_SUBDIR}/ instead if the server cannot be reached (the terminal says so)."
+        ]
+    return []
+
+
 def summary_lines(sweep_dir: Path) -> list[str]:
     """What the last W&B write left, for the report (Markdown-free plain sentences; the caller formats them):
     how many runs, offline or online, where, and the command that syncs offline runs. ``[]`` when no run was

@@ -110,6 +110,59 @@ def parse_sacct(text: str) -> dict[str, dict[str, Any]]:
     return info
 
 
+#: The ``sacctmgr show event`` fields :func:`node_failure` reads, in order.
+EVENT_FORMAT = "format=NodeName,TimeStart,State,Reason"
+
+
+def node_failure(job_id: str, slack_s: float = 120.0, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Which node of a job's allocation failed: for a job that ended ``NODE_FAIL``.
+
+    Reads the job's ``NodeList``, ``Start`` and ``End`` (``sacct -X``), then the node events SLURM's accounting
+    recorded for those nodes (``sacctmgr show event``: a node that stops answering gets ``DOWN*`` with reason ``Not
+    responding``) that began between the job's start and ``slack_s`` seconds after its end.
+
+    Returns:
+        ``{"nodes": <the job's node list>, "failed_nodes": [{"node", "state", "reason", "time"}]}``; empty values
+        when accounting cannot say (the record then names the job's node list only).
+    """
+    from datetime import datetime, timedelta
+
+    found: dict[str, Any] = {"nodes": "", "failed_nodes": []}
+    try:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-o", "NodeList,Start,End", "-j", job_id],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        ).stdout
+        lines = [ln.split("|") for ln in out.splitlines() if ln.count("|") >= 2]
+        if not lines:
+            return found
+        nodes, start, end = lines[-1][:3]
+        found["nodes"] = nodes
+        t0 = datetime.fromisoformat(start)
+        t1 = (datetime.fromisoformat(end) if end[:1].isdigit() else datetime.now()) + timedelta(seconds=slack_s)
+        events = subprocess.run(
+            ["sacctmgr", "-n", "-P", "show", "event", f"Nodes={nodes}", f"Start={start}", EVENT_FORMAT],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        ).stdout
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return found
+    for line in events.splitlines():
+        parts = line.split("|")
+        if len(parts) < 4 or not parts[0]:
+            continue
+        try:
+            when = datetime.fromisoformat(parts[1])
+        except ValueError:
+            continue
+        if t0 <= when <= t1 and parts[0] not in {f["node"] for f in found["failed_nodes"]}:
+            found["failed_nodes"].append({"node": parts[0], "state": parts[2], "reason": parts[3], "time": parts[1]})
+    return found
+
+
 def _job_log(sweep_dir: Path, job_id: str) -> str:
     """The end of a job's submitit stdout + stderr (``<sweep_dir>/slurm/<job_id>/``)."""
     text = ""
@@ -127,8 +180,10 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
 
     Mapping: TIMEOUT -> ``timeout``; OUT_OF_MEMORY, or FAILED with slurmstepd's ``exceeded memory limit (<rss> >
     <limit>)`` in the job's log (no cgroups: the job line shows FAILED with exit 9:0 or 0:9) -> ``host_oom``;
-    CANCELLED -> ``cancelled``; PREEMPTED -> ``preempted``; anything else (FAILED, NODE_FAIL, BOOT_FAIL,
-    COMPLETED without a result) -> ``error`` of kind ``crash``/``scheduler``.
+    CANCELLED -> ``cancelled``; PREEMPTED -> ``preempted``; NODE_FAIL -> ``error`` of kind ``scheduler`` whose
+    reason names the failed node(s) (``job["failed_nodes"]`` from :func:`node_failure`, else the job's node list
+    ``job["nodes"]``); anything else (FAILED, BOOT_FAIL, COMPLETED without a result) -> ``error`` of kind
+    ``crash``/``scheduler``.
     Every record carries the job id, state, exit code, requested and elapsed time.
     """
     state, code = job["state"], job["exit_code"]
@@ -158,6 +213,19 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
         status, reason = "cancelled", f"job {entry['job_id']} was cancelled ({job.get('reason') or 'scancel'}; {times})"
     elif state == "PREEMPTED":
         status, reason = "preempted", f"job {entry['job_id']} was preempted and not requeued ({times})"
+    elif state == "NODE_FAIL":
+        status, kind = "error", "scheduler"
+        failed = job.get("failed_nodes") or []
+        sched["failed_nodes"] = [f["node"] for f in failed]
+        if failed:
+            what = ", ".join(f"{f['node']} ({f['reason'] or f['state']} at {f['time']})" for f in failed)
+            lost = f"node{'s' if len(failed) > 1 else ''} {what} failed"
+        else:
+            lost = f"a node of its allocation {job.get('nodes') or ''} failed".replace("  ", " ")
+        reason = (
+            f"{lost} while job {entry['job_id']} ran (SLURM state NODE_FAIL, {times}); the point did not finish: "
+            "run it again with launcher.rerun_statuses=[error]"
+        )
     else:
         status, kind = "error", ("scheduler" if state in ("NODE_FAIL", "BOOT_FAIL") else "crash")
         reason = f"job {entry['job_id']} ended {state} (exit {code}, {times}) without writing a result; see its log"
@@ -202,6 +270,8 @@ def reconcile(sweep_dir: Path, sweep_id: str) -> dict[str, str]:
         if path.exists() and read_record(path).status in FINAL_STATUSES:
             statuses[pid] = read_record(path).status  # the job wrote it meanwhile
             continue
+        if job["state"] == "NODE_FAIL":  # name the node that failed
+            job = {**job, **node_failure(entry["job_id"])}
         record = record_from_scheduler(entry, job, _job_log(sweep_dir, entry["job_id"]), sweep_id, pid)
         write_record(sweep_dir, record)
         statuses[pid] = record.status

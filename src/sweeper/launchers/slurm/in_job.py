@@ -64,7 +64,9 @@ class SlurmPoint(submitit.helpers.Checkpointable):
                     "use a partition or QOS without preemption, or raise max_requeues",
                 )
             return "preempted"
-        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        dist_env = submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        # the first node's address as SLURM knows it, not its name (which need not resolve to the right interface)
+        os.environ["MASTER_ADDR"] = master_addr = rendezvous_address(dist_env.master_addr)
         (pdir / RANK_FILE.format(rank=rank)).unlink(missing_ok=True)
         t_start = time.perf_counter()
         code = run_rank(pdir)
@@ -82,6 +84,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
             slurm_restart_count=restarts,
             slurm_time_limit_s=payload.get("time_limit_s"),
             slurm_elapsed_s=round(time.time() - self._t0, 1),
+            slurm_master_addr=master_addr,
         )
         record = finish(
             prepared,
@@ -126,6 +129,27 @@ class SlurmPoint(submitit.helpers.Checkpointable):
             return
         prepared = Prepared.from_payload(p)
         write(prepared.sweep_dir, Record(**prepared.base(environment()), status=status, reason=reason, failure=failure))
+
+
+def rendezvous_address(node: str, timeout_s: float = 10.0) -> str:
+    """The address of SLURM node ``node`` for the torch.distributed rendezvous (``MASTER_ADDR``).
+
+    ``NodeAddr`` from ``scontrol show node`` (the address slurmctld itself uses), so the rendezvous does not depend on
+    the node's name resolving to the interface the ranks share (the two-host development cluster: node ``dev2n1``
+    is ``10.231.7.11`` in its network namespace). Where NodeAddr is not set SLURM reports the name, so nothing
+    changes; ``node`` itself when scontrol is missing, fails or takes longer than ``timeout_s`` seconds.
+    """
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "node", "-o", node], capture_output=True, text=True, timeout=timeout_s
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return node
+    m = re.search(r"(?:^|\s)NodeAddr=(\S+)", out)
+    return m.group(1) if m else node
 
 
 def signal_cause(elapsed_s: float, time_limit_s: float, signal_delay_s: float, slack_s: float = 60.0) -> str:

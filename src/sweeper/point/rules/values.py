@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision, batch_size_error
+from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision, TimingConfig, batch_size_error, timed_steps_error
 from sweeper.grid.spec import PointSpec, model_max_seq_len
 from sweeper.point.gate import Target, rule
 
@@ -42,14 +42,17 @@ def _positive(spec: PointSpec, _: Target):
 @rule(
     "G03",
     ("warmup_steps", "timed_steps", "memory_steps", "profile_steps", "timeout_s", "host_mem_limit_gib"),
-    "step counts >= 0, timed_steps >= 3 (median, p10, p90), budgets > 0",
+    "step counts >= 0, timed_steps >= 3 (median, p10, p90) or auto, budgets > 0",
     "docs/measurement.md",
 )
 def _steps_and_budgets(spec: PointSpec, _: Target):
     for key in ("warmup_steps", "memory_steps", "profile_steps"):
         if getattr(spec, key) < 0:
             return f"{key}={getattr(spec, key)} must be at least 0", (key,)
-    if spec.timed_steps < 3:
+    bad_steps = timed_steps_error(spec.timed_steps)
+    if bad_steps:
+        return bad_steps, ("timed_steps",)
+    if not spec.timed_auto and spec.timed_steps < 3:
         return (
             f"timed_steps={spec.timed_steps} must be at least 3 (median, p10 and p90 of the timed steps)",
             ("timed_steps",),
@@ -60,6 +63,33 @@ def _steps_and_budgets(spec: PointSpec, _: Target):
         return (
             f"host_mem_limit_gib={spec.host_mem_limit_gib} must be positive (GiB), or null for the default",
             ("host_mem_limit_gib",),
+        )
+    return None
+
+
+@rule(
+    "G11",
+    ("timed_steps", "timing.ci_rel", "timing.min_timed_steps", "timing.max_timed_steps"),
+    "timed_steps=auto: 0 < timing.ci_rel < 1 and 3 <= timing.min_timed_steps <= timing.max_timed_steps",
+    "docs/measurement.md (the stop rule of timed_steps=auto)",
+)
+def _timing(spec: PointSpec, _: Target):
+    t = {**vars(TimingConfig()), **spec.timing}
+    ci_rel, low = t["ci_rel"], t["min_timed_steps"]
+    high = spec.timed_steps if spec.timed_auto else t["max_timed_steps"]  # auto: the spec holds the cap
+    if not isinstance(ci_rel, (int, float)) or isinstance(ci_rel, bool) or not 0 < ci_rel < 1:
+        return (
+            f"timing.ci_rel={ci_rel!r} must be a fraction between 0 and 1 (0.02: the median's 95 % interval within "
+            "±2 % of it)",
+            ("timing.ci_rel",),
+        )
+    for key, v in (("timing.min_timed_steps", low), ("timing.max_timed_steps", high)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 3:
+            return f"{key}={v!r} must be an integer of at least 3 (median, p10 and p90 of the timed steps)", (key,)
+    if low > high:
+        return (
+            f"timing.min_timed_steps={low} is above timing.max_timed_steps={high}: the cap must allow the minimum",
+            ("timing.min_timed_steps", "timing.max_timed_steps"),
         )
     return None
 
