@@ -210,8 +210,8 @@ def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows:
     blocks.append(
         Para(
             f"{FRONTIER_MARK} = on the Pareto frontier: {FRONTIER_DEFINITION}. {FRONTIER_MARK} tie = on the frontier "
-            "and tied with another frontier point (same peak memory, overlapping step-time intervals): the measurement cannot "
-            "tell them apart."
+            "and tied with another frontier point (same peak memory, overlapping step-time intervals): the "
+            "measurement cannot tell them apart."
         )
     )
     kinds = mem_kinds(df)
