@@ -244,7 +244,7 @@ def test_a_sweep_of_failures_only_has_no_frontier(tmp_path: Path):
     text = read_md(build_report(tmp_path))
     assert "No point finished with status ok" in text and "★ |" not in text
     assert OOM.reason in text and ERROR.reason in text
-    assert_png(tmp_path / "frontier.png")
+    assert not (tmp_path / "frontier.png").exists()  # nothing to draw a frontier of: no matplotlib
     assert not pd.read_csv(tmp_path / "results.csv")["on_frontier"].any()
 
 
@@ -253,7 +253,7 @@ def test_an_empty_sweep_still_gets_a_report(tmp_path: Path):
     text = read_md(build_report(tmp_path))
     assert "No points" in text
     assert len(pd.read_parquet(tmp_path / "results.parquet")) == 0
-    assert_png(tmp_path / "frontier.png")
+    assert not (tmp_path / "frontier.png").exists()
     assert "<script src=" not in (tmp_path / "report.html").read_text()
 
 
@@ -279,6 +279,16 @@ def test_cli_on_a_missing_directory_names_the_path(tmp_path: Path):
     )
     assert proc.returncode == 2
     assert str(missing) in proc.stderr
+
+
+def test_a_lone_ok_point_gets_no_png_and_the_report_says_so_and_a_stale_png_goes(tmp_path: Path):
+    lone = good_points()[0]
+    write_record(tmp_path, lone)
+    (tmp_path / "frontier.png").write_bytes(b"stale")
+    text = read_md(build_report(tmp_path))
+    assert not (tmp_path / "frontier.png").exists()
+    assert "no `frontier.png`: fewer than 2 ok points" in text and "Plot: `report.html`" in text
+    assert "Plotly.newPlot" in (tmp_path / "report.html").read_text()  # the interactive plot is still there
 
 
 def test_writes_are_atomic_and_leave_no_temp_files(sweep: Path):

@@ -118,6 +118,14 @@ def test_effective_mode(monkeypatch, tmp_path, mode, env, expected):
         assert "WANDB_MODE='bogus'" in note
 
 
+def test_auto_is_off_for_a_single_point_unless_wandb_mode_says_otherwise(monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    assert effective_mode(WandbSettings("auto"), single_point=True) == ("off", None)
+    assert effective_mode(WandbSettings("offline"), single_point=True) == ("offline", None)  # asked: written
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert effective_mode(WandbSettings("auto"), single_point=True) == ("offline", None)
+
+
 def test_a_netrc_login_counts_as_a_key(monkeypatch, tmp_path):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.delenv("WANDB_MODE", raising=False)

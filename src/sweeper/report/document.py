@@ -67,7 +67,18 @@ class Code:
 
 @dataclass(frozen=True)
 class Plot:
-    """Where the throughput vs peak-memory plot goes."""
+    """Where the throughput vs peak-memory plot goes.
+
+    Attributes:
+        png: whether ``frontier.png`` is drawn too (at least :data:`PNG_MIN_OK` ok points: a lone point has no
+            frontier to draw, and matplotlib costs it about a second).
+    """
+
+    png: bool = True
+
+
+#: The fewest ok points for which ``frontier.png`` is drawn (report.html always has the interactive plot).
+PNG_MIN_OK = 2
 
 
 @dataclass(frozen=True)
@@ -194,8 +205,8 @@ def _grid(grid: Grid) -> list[Block]:
 
 
 def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows: int | None) -> list[Block]:
-    blocks: list[Block] = [Plot()]
     ok_rows, n_ok = shown_ok(df, max_rows)
+    blocks: list[Block] = [Plot(png=n_ok >= PNG_MIN_OK)]
     table = results_table(ok_rows, axes, unit, predicted_values=False)
     if not len(table):
         return [*blocks, Para("No point finished with status ok, so there is no frontier.")]

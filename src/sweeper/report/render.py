@@ -17,6 +17,7 @@ from sweeper.report import md
 from sweeper.report.document import Block, Bullets, Code, Document, Fold, Para, Plot, Table
 
 _PLOT_NOTE = "Plot: `frontier.png` (static) and `report.html` (interactive), next to this file."
+_PLOT_NOTE_NO_PNG = "Plot: `report.html` (interactive), next to this file (no `frontier.png`: fewer than 2 ok points)."
 _STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}"
     "table{border-collapse:collapse;font-size:0.9em;display:block;max-width:100%;overflow-x:auto}"
@@ -38,7 +39,7 @@ def block_markdown(block: Block) -> str:
     if isinstance(block, Code):
         return md.fence(block.text, block.info)
     if isinstance(block, Plot):
-        return _PLOT_NOTE
+        return _PLOT_NOTE if block.png else _PLOT_NOTE_NO_PNG
     if isinstance(block, Fold):
         return "\n\n".join([f"### {md.escape(block.summary)}", *map(block_markdown, block.blocks)])
     raise TypeError(f"not a report block: {block!r}")

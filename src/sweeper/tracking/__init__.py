@@ -62,7 +62,7 @@ class RunsWriter:
             n_points: the number of points, for the time limit (``BASE_TIMEOUT_S + SECONDS_PER_RUN`` x points);
                 None: counted from ``points/``.
         """
-        mode, note = effective_mode(settings)
+        mode, note = effective_mode(settings, single_point=sweep_info(sweep_dir).get("mode") == "run")
         writer = cls(sweep_dir, mode, [note] if note else [])
         if mode == "off":
             return writer

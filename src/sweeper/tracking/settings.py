@@ -1,6 +1,7 @@
 """Which W&B mode a sweep really gets (``wandb=auto|off|offline|online``), without importing wandb.
 
-* ``auto`` (default): W&B's own ``WANDB_MODE`` when it is set (``disabled`` -> off, ``offline``/``dryrun`` ->
+* ``auto`` (default): for a single point run without ``-m``, ``off`` unless ``WANDB_MODE`` is set; for a grid, W&B's
+  own ``WANDB_MODE`` when it is set (``disabled`` -> off, ``offline``/``dryrun`` ->
   offline, ``online``/``run`` -> online; any other value -> off, with a note), else ``offline`` when the ``wandb``
   package is installed (``pip install 'sweeper[tracking]'``), else ``off``. Never ``online`` unless a person asks
   (``wandb=online`` or ``WANDB_MODE=online``): results leave the machine only then. An explicit ``wandb=<mode>``
@@ -88,9 +89,15 @@ def api_key_available() -> bool:
 WANDB_MODE_ENV = {"disabled": "off", "offline": "offline", "dryrun": "offline", "online": "online", "run": "online"}
 
 
-def effective_mode(settings: WandbSettings) -> tuple[str, str | None]:
+def effective_mode(settings: WandbSettings, single_point: bool = False) -> tuple[str, str | None]:
     """The mode the writer will use (``off``, ``offline`` or ``online``) and a note for the user when it differs
-    from what was asked (None otherwise, and for ``auto`` without wandb: off is then what was expected)."""
+    from what was asked (None otherwise, and for ``auto`` without wandb: off is then what was expected).
+
+    ``single_point``: the sweep is one point run without ``-m`` (``sweep.json`` mode ``run``); ``auto`` is then
+    ``off`` unless ``WANDB_MODE`` is set: W&B is for comparing the points of a grid, and a lone point's wall time is
+    what the harness-overhead benchmark holds to 10 % (``wandb=offline`` still writes its run)."""
+    if settings.mode == "auto" and single_point and not os.environ.get("WANDB_MODE"):
+        return "off", None
     if settings.mode == "auto" and os.environ.get("WANDB_MODE"):
         env = os.environ["WANDB_MODE"].strip().lower()
         if env not in WANDB_MODE_ENV:
