@@ -1,5 +1,5 @@
 """``timed_steps=auto`` end to end on 2 CPU ranks (tiny model): the timed window stops early on a steady point
-(``timing.ci_rel=0.5``: the first rule check at ``timing.min_timed_steps``) and at the cap on a noisy one
+(``timing.ci_rel=0.9``: usually the first rule check at ``timing.min_timed_steps``) and at the cap on a noisy one
 (``timing.ci_rel=0.0001``), every rank stops it at the same step, and the record, the series and the rank files
 agree. Two single-point sweeps, about 25 s each on 2 cores."""
 
@@ -28,7 +28,7 @@ def _point(tmp_path_factory, name: str, extra: list[str]):
 
 @pytest.fixture(scope="module")
 def steady(tmp_path_factory):
-    return _point(tmp_path_factory, "auto_steady", ["timing.ci_rel=0.5"])
+    return _point(tmp_path_factory, "auto_steady", ["timing.ci_rel=0.9"])
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +51,13 @@ def _check(record, ranks, n: int, stop: str) -> None:
     assert m["step_time_ci95_rel"] == pytest.approx(half / m["step_time_s_median"])
 
 
-def test_a_steady_point_stops_at_the_minimum_once_its_median_is_known(steady):
+def test_a_steady_point_stops_on_the_interval_long_before_the_cap(steady):
     record, ranks = steady
-    _check(record, ranks, 8, "ci")  # timing.min_timed_steps=8 by default
+    n = record.metrics["timed_steps"]
+    # at timing.min_timed_steps=8 (the default) when no step took 1.9x the median; a loaded machine may need a few
+    # more steps, until the order-statistic interval leaves the outliers out (n=20: [x6, x15])
+    assert 8 <= n < 64
+    _check(record, ranks, n, "ci")
     assert record.spec["timed_steps"] == 64  # the cap sizes max_steps; the ranks stopped long before
 
 

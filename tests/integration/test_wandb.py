@@ -197,13 +197,13 @@ def test_broken_wandb_never_fails_the_sweep_or_the_report(tmp_path):
     (shim / "__init__.py").write_text("raise ImportError('wandb is broken on purpose (test)')\n")
     sweep_dir = tmp_path / "sweep"
     run = _sweep(
-        ["-m", "gc=true,false", "wandb=offline", *CHEAP, f"hydra.sweep.dir={sweep_dir}"],
+        ["-m", "gc=true", "wandb=offline", *CHEAP, f"hydra.sweep.dir={sweep_dir}"],
         tmp_path,
         PYTHONPATH=os.pathsep.join([str(shim.parent), str(REPO)]),
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     statuses = [json.loads(p.read_text())["status"] for p in (sweep_dir / "points").glob("*/result.json")]
-    assert statuses == ["ok", "ok"]
+    assert statuses == ["ok"]
     assert "W&B off: cannot import wandb (wandb is broken on purpose (test))" in run.stdout
     assert run.stdout.strip().splitlines()[-1].endswith("report.md")
     assert not list((sweep_dir / "wandb").glob("offline-run-*"))
