@@ -4,6 +4,7 @@ gloo message read as rich markup)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 
@@ -206,3 +207,11 @@ def test_a_terminal_gets_a_live_status_line_with_the_window(tmp_path):
         assert point.line().startswith("[1/2] x=[/]  timed  step 4/8  (0 s)")
         time.sleep(0.3)  # the spinner redraws itself
     assert "timed  step 4/8" in out.getvalue()
+
+
+def test_an_auto_point_past_its_warm_up_is_not_labelled_with_a_window_it_may_have_left(tmp_path):
+    spec = dataclasses.replace(_spec(timed_steps=20), timed_auto=True)  # 20: the cap (timing.max_timed_steps)
+    _steps(tmp_path, r0=1, r1=1)
+    assert progress.read_position(spec, tmp_path).text() == "warm-up  step 2/25"
+    _steps(tmp_path, r0=12, r1=12)  # the timed window may have ended at step 10: memory or profile now
+    assert progress.read_position(spec, tmp_path).text() == "timed (auto) or after  step 13/<=25"

@@ -258,3 +258,21 @@ def test_a_row_without_a_usable_interval_falls_back_to_its_spread():
     df = _frame([("a", 1000.0, 1.0, 1.0, 0.9, 1.1, float("nan"), float("nan"))])
     low, high = throughput_interval(df)
     assert low[0] == pytest.approx(1000 / 1.1) and high[0] == pytest.approx(1000 / 0.9)
+
+
+def test_the_row_never_labels_an_auto_point_with_its_cap_as_the_steps_it_timed():
+    from dataclasses import asdict
+
+    from sweeper.results.record import Record
+    from sweeper.results.row import records_to_frame
+
+    auto = _auto_spec()
+    fixed = _auto_spec(timed_steps=8)
+    records = [
+        Record("s", "a" * 12, "ok", spec=asdict(auto), metrics={"timed_steps": 13, "timed_stop": "ci"}),
+        Record("s", "b" * 12, "ok", spec=asdict(fixed), metrics={"timed_steps": 8, "timed_stop": "fixed"}),
+    ]
+    df = records_to_frame(records).set_index("point_id")
+    assert pd.isna(df.loc["a" * 12, "timed_steps"]) and bool(df.loc["a" * 12, "timed_auto"]) is True
+    assert df.loc["a" * 12, "timed_steps_measured"] == 13 and df.loc["a" * 12, "timed_stop"] == "ci"
+    assert df.loc["b" * 12, "timed_steps"] == 8 and df.loc["b" * 12, "timed_steps_measured"] == 8

@@ -41,6 +41,8 @@ POLL_S = 0.5
 SETUP = "setup"
 WRITING = "writing record"
 BATCH_SEARCH = "batch search"
+#: ``timed_steps=auto`` past the warm-up: the timed window, or the memory/profile windows after its (unknown) end.
+AUTO_WINDOW = "timed (auto) or after"
 #: The measurement windows, in the order the ranks run them, with the :class:`PointSpec` field of each length.
 WINDOWS: tuple[tuple[str, str], ...] = (
     ("warm-up", "warmup_steps"),
@@ -73,16 +75,21 @@ class Position:
     Attributes:
         window: ``setup``, ``warm-up``, ``timed``, ``memory``, ``profile``, ``writing record`` or ``batch search``.
         step: the optimizer step running now, 1-based over the whole run (None outside the windows).
-        total: the point's optimizer steps (``spec.total_steps``; None outside the windows).
+        total: the point's optimizer steps (``spec.total_steps``; None outside the windows); with ``timed_steps=auto``
+            an upper bound (the timed window at its cap), shown as ``<=total``.
+        at_most: ``total`` is an upper bound (``timed_steps=auto``).
     """
 
     window: str
     step: int | None = None
     total: int | None = None
+    at_most: bool = False
 
     def text(self) -> str:
-        """``timed  step 6/14``, or the window alone (``setup``)."""
-        return f"{self.window}  step {self.step}/{self.total}" if self.step is not None else self.window
+        """``timed  step 6/14``, ``timed (auto) or after  step 12/<=68``, or the window alone (``setup``)."""
+        if self.step is None:
+            return self.window
+        return f"{self.window}  step {self.step}/{'<=' if self.at_most else ''}{self.total}"
 
 
 def position(spec: PointSpec, steps: Mapping[int, int], ranks_done: bool = False) -> Position:
@@ -100,6 +107,10 @@ def position(spec: PointSpec, steps: Mapping[int, int], ranks_done: bool = False
     if len(steps) < spec.world_size:
         return Position(SETUP)
     done = min(steps.values())
+    if spec.timed_auto and done >= spec.warmup_steps and done < total:
+        # the ranks end the timed window when the median is known (or at the cap); the step files do not say
+        # when, so the windows after it cannot be told apart from here
+        return Position(AUTO_WINDOW, done + 1, total, at_most=True)
     end = 0
     for window, length in WINDOWS:
         end += getattr(spec, length)

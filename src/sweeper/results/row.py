@@ -152,6 +152,13 @@ def _batch(r: Record) -> int | None:
     return b if isinstance(b, int) and not isinstance(b, bool) else None
 
 
+def _timed_steps(r: Record) -> int | None:
+    """The fixed ``timed_steps`` a point asked for; None for ``timed_steps=auto``, whose spec holds only the cap
+    (``timing.max_timed_steps``), not a number of steps that ran (``timed_steps_measured`` has that)."""
+    spec = r.spec or {}
+    return None if spec.get("timed_auto") else spec.get("timed_steps")
+
+
 def _batch_searched(r: Record) -> bool:
     """``per_device_batch_size=auto``: the batch is the largest found to fit (docs/batch-search.md)."""
     return (r.spec or {}).get("per_device_batch_size") == "auto" or "batch_search" in (r.setup or {})
@@ -190,7 +197,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("world_size", INT, "", "ranks: verified setup, else ranks_per_node x nodes", _world_size),
     Column("device", STR, "", "auto, cpu or cuda", "spec.device"),
     Column("warmup_steps", INT, "steps", "optimizer steps dropped before timing", "spec.warmup_steps"),
-    Column("timed_steps", INT, "steps", "optimizer steps timed", "spec.timed_steps"),
+    Column("timed_steps", INT, "steps", "optimizer steps timed as asked (timed_steps=auto: empty, see timed_auto and "
+           "timed_steps_measured)", _timed_steps),
     Column("memory_steps", INT, "steps", "optimizer steps with the memory tracker", "spec.memory_steps"),
     Column("profile_steps", INT, "steps", "optimizer steps profiled", "spec.profile_steps"),
     Column("eval", BOOL, "", "evaluation after training", "spec.eval"),
@@ -355,7 +363,7 @@ BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 #: The prefixes of the dotted columns (``fsdp_config.``, ``deepspeed_config.``, ``training_args.``, ``model.config.``).
 FAMILY_PREFIXES: tuple[str, ...] = tuple(f"{c.name}." for c in COLUMNS if c.dtype == FAMILY)
 _SPEC_KEYS = {c.source.split(".", 1)[1] for c in COLUMNS if isinstance(c.source, str) and c.source.startswith("spec.")}
-_SPEC_KEYS.add("per_device_batch_size")  # read by _batch (a spec key, not an extra column)
+_SPEC_KEYS.update(("per_device_batch_size", "timed_steps"))  # read by _batch, _timed_steps (spec keys, not extras)
 _AFTER_SPEC = "model.config"  # unknown spec keys go after this family
 
 
