@@ -241,3 +241,12 @@ def test_off_costs_nothing_and_writes_nothing(tmp_path):
     d = make_sweep(tmp_path)
     assert log_runs(d, WandbSettings("off")) == []
     assert not (d / "wandb").exists()
+
+
+def test_the_printed_commands_survive_a_sweep_dir_with_spaces_and_quotes():
+    from sweeper.wandb_report.spec import publish_commands
+
+    d = Path("/tmp/my sweeps/it's")
+    sync = sync_command(d)
+    assert sync == "wandb sync '/tmp/my sweeps/it'\"'\"'s/wandb'/offline-run-*"
+    assert publish_commands(d) == [sync, "python -m sweeper.wandb_report '/tmp/my sweeps/it'\"'\"'s' --publish"]

@@ -8,6 +8,7 @@ Text blocks (:class:`Para`, :class:`Bullets`) hold Markdown in which every piece
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,7 +174,7 @@ def _wandb(sweep_dir: Path, mode: str | None, project: str) -> list[Section]:
         return []
     bullets = [escape(line) for line in lines if not line.startswith("Sync")]
     bullets += [f"Sync them once online: {code(line.partition(': ')[2])}" for line in lines if line.startswith("Sync")]
-    bullets.append(f"Comparison report: {code(f'python -m sweeper.wandb_report {sweep_dir}')}")
+    bullets.append(f"Comparison report: {code(f'python -m sweeper.wandb_report {shlex.quote(str(sweep_dir))}')}")
     return [Section("W&B", [Bullets(bullets)])]
 
 

@@ -32,6 +32,7 @@ from sweeper.report.md import one_line
 from sweeper.results.collect import collect_records
 from sweeper.results.row import records_to_frame
 from sweeper.results.sweepdir import read_sweep
+from sweeper.tracking.manifest import sync_command
 from sweeper.tracking.runs import FRONTIER_TAG
 from sweeper.tracking.settings import WandbSettings
 
@@ -239,9 +240,7 @@ def paragraph(plan: ReportPlan) -> list[tuple[str, bool]]:
 
 def publish_commands(sweep_dir: Path) -> list[str]:
     """The two shell commands that publish once online: sync the offline runs, then save the report."""
-    d = shlex.quote(str(sweep_dir))
-    runs = shlex.quote(str(Path(sweep_dir) / "wandb"))
-    return [f"wandb sync {runs}/offline-run-*", f"python -m sweeper.wandb_report {d} --publish"]
+    return [sync_command(sweep_dir), f"python -m sweeper.wandb_report {shlex.quote(str(sweep_dir))} --publish"]
 
 
 # ---- wandb_workspaces (the optional "tracking" extra): imported inside the functions below ----
