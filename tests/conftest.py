@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,12 @@ import pytest
 from sweeper.results.record import iter_records
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: Skips a test unless the development SLURM cluster is up (``SLURM_CONF`` set, ``sbatch`` on PATH).
+NEEDS_DEV_SLURM = pytest.mark.skipif(
+    not os.environ.get("SLURM_CONF") or shutil.which("sbatch") is None,
+    reason='needs the development SLURM cluster: eval "$(bash slurm/dev-cluster.sh start | tail -n 1)"',
+)
 
 
 class SweepRun:

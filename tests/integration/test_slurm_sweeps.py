@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,15 +19,12 @@ import pandas as pd
 import pytest
 
 from sweeper.results.record import iter_records
-from tests.conftest import REPO, run_sweeper
+from tests.conftest import NEEDS_DEV_SLURM, REPO, run_sweeper
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF") or shutil.which("sbatch") is None,
-        reason='needs the development SLURM cluster: eval "$(bash slurm/dev-cluster.sh start | tail -n 1)"',
-    ),
+    NEEDS_DEV_SLURM,
 ]
 
 SLURM = ["launcher=slurm", "cluster=dev", "launcher.poll_interval_s=1"]

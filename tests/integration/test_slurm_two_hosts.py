@@ -13,7 +13,6 @@ import ipaddress
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -23,15 +22,12 @@ import pandas as pd
 import pytest
 
 from sweeper.results.record import iter_records
-from tests.conftest import REPO, SweepRun
+from tests.conftest import NEEDS_DEV_SLURM, REPO, SweepRun
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF") or shutil.which("sbatch") is None,
-        reason='needs the development SLURM cluster: eval "$(bash slurm/dev-cluster.sh start | tail -n 1)"',
-    ),
+    NEEDS_DEV_SLURM,
     pytest.mark.skipif(os.geteuid() != 0, reason="the two-host cluster needs root (network namespaces)"),
 ]
 
