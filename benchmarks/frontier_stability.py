@@ -12,6 +12,9 @@ directory, and prints:
 * for ``auto``: the median, min and max of the timed steps used (``timed_steps_measured``) and how many points
   stopped on the interval (``timed_stop = ci``) or at the cap;
 * per mode: the median of the points' ``step_time_ci95_rel`` (half-width of the median's 95 % interval / median);
+* per mode, when results.csv has the column: the median and max of the points' ``runqueue_wait_frac`` (the share of
+  the timed window the ranks' threads waited for a CPU, docs/measurement.md "Contention") and how many points were
+  ``contended``;
 * the wall time of each run (``time.perf_counter`` around the command, seconds) and its median per mode.
 
 Points are matched across runs by (fsdp, gc): ``timed_steps=auto`` is part of a point's identity, so its point ids
@@ -41,7 +44,8 @@ GRID = ["-m", "fsdp=none,full_shard", "gc=true,false", "wandb=off"]
 
 def verdicts(sweep_dir: Path) -> dict[tuple[str, str], dict[str, str]]:
     """(fsdp, gc) -> ``verdict`` (frontier / tied / dominated / the status when not ok), ``steps`` (timed steps
-    measured), ``stop`` (``timed_stop``) and ``tps`` (tokens/s per device), from ``results.csv``."""
+    measured), ``stop`` (``timed_stop``), ``tps`` (tokens/s per device), ``ci_rel`` (``step_time_ci95_rel``),
+    ``rq`` (``runqueue_wait_frac``) and ``contended``, from ``results.csv`` ("" when a column is absent)."""
     out = {}
     with (sweep_dir / "results.csv").open(newline="") as f:
         for row in csv.DictReader(f):
@@ -57,6 +61,8 @@ def verdicts(sweep_dir: Path) -> dict[tuple[str, str], dict[str, str]]:
                 "stop": row.get("timed_stop", ""),
                 "tps": row.get("tokens_per_s_per_device", ""),
                 "ci_rel": row.get("step_time_ci95_rel", ""),
+                "rq": row.get("runqueue_wait_frac", ""),
+                "contended": row.get("contended", ""),
             }
     return out
 
@@ -84,6 +90,20 @@ def agreement(runs: list[dict]) -> tuple[int, int, int, int]:
         points += sum(same)
         n_points += len(same)
     return whole, len(pairs), points, n_points
+
+
+def contention(runs: list[dict]) -> str:
+    """`` runqueue_wait_frac median X %, max Y % (N of M points contended);`` over every point of ``runs``, or
+    ``""`` when no point has the column (results.csv of a version before it)."""
+    points = [x for run in runs for x in run.values()]
+    fracs = [float(x["rq"]) for x in points if x.get("rq")]
+    if not fracs:
+        return ""
+    n = sum(x.get("contended") in ("True", "true", "1") for x in points)
+    return (
+        f" runqueue_wait_frac median {statistics.median(fracs) * 100:.1f} %, max {max(fracs) * 100:.1f} % "
+        f"({n} of {len(points)} points contended);"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{mode:5} (timed_steps={modes[mode]}): all four verdicts agree in {whole}/{pairs} pairs of runs; "
             f"single verdicts agree in {points}/{n_points} point-pairs; median step_time_ci95_rel "
-            f"{statistics.median(rels) * 100 if rels else float('nan'):.1f} %; {wall}"
+            f"{statistics.median(rels) * 100 if rels else float('nan'):.1f} %;{contention(results[mode])} {wall}"
         )
     steps = [int(x["steps"]) for run in results["auto"] for x in run.values() if x["steps"]]
     stops = [x["stop"] for run in results["auto"] for x in run.values()]

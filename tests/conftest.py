@@ -45,6 +45,14 @@ class SweepRun:
         return found[0]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cpu_peak_cache(tmp_path_factory):
+    """The CPU matmul peak (sweeper.job.cpu_peak) is kept in a folder of this test session, not in the home
+    directory: the first CPU point of the session measures it, the others reuse it, as on a user's host."""
+    os.environ.setdefault("SWEEPER_CACHE_DIR", str(tmp_path_factory.mktemp("sweeper-cache")))
+    yield
+
+
 def run_sweeper(args: list[str], cwd: Path, timeout: float = 900) -> SweepRun:
     """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks)."""
     env = dict(os.environ)

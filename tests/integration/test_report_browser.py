@@ -281,8 +281,12 @@ def test_the_first_section_names_the_fastest_and_the_least_memory_configuration(
     mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
     same = [t for t in tied(least) if mems.get(t) == least["_mem"]]
     least_tail = _tie_part(same, names, "same memory, overlapping ranges")
+    # a verdict resting on a point measured under CPU contention (a loaded machine) says it is not certain
+    contended = "contended" in ok.columns and ok["contended"].astype(str).eq("True").any()
+    unsure = r"(, not certain: [^;]* measured under CPU contention)?" if contended else ""
     expected = (
-        rf"Fastest: {re.escape(names[fastest['_pid']])} \([^()]*tokens/s per device[^()]*\){re.escape(fast_tail)}; "
+        rf"Fastest: {re.escape(names[fastest['_pid']])} \([^()]*tokens/s per device[^()]*\){re.escape(fast_tail)}"
+        rf"{unsure}; "
         rf"least memory: {re.escape(names[least['_pid']])} \([^()]*\){re.escape(least_tail)}[;.]"
     )
     assert re.search(expected, first), (expected, first)

@@ -133,6 +133,9 @@ def test_budgets_are_not_part_of_what_a_configuration_is():
     assert point_id(spec(timeout_s=6)) == base
     assert point_id(spec(host_mem_limit_gib=3.5)) == base
     assert point_id(spec(profile_trace=False)) == base
+    # the profile window comes after the timed and memory windows: its length changes no measured number
+    assert point_id(spec(profile_steps=0)) == point_id(spec(profile_steps=3)) == base
+    assert point_id(spec(memory_steps=2)) != base and point_id(spec(warmup_steps=1)) != base
     assert point_id(spec(seq_len=64)) != base
 
 

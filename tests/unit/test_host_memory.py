@@ -18,6 +18,7 @@ from sweeper.launchers.host_memory import (
     CgroupMemoryLimit,
     Limit,
     RssWatch,
+    TreeSampler,
     WatchResult,
     _cgroup2_dir,
     default_limit_bytes,
@@ -92,6 +93,48 @@ def test_the_tree_rss_is_summed_per_rank_from_each_process_environment():
     # the same interpreter, 64 MiB more held: the difference is the allocation, give or take the allocator's pages
     assert abs(by_rank["1"] - by_rank["0"] - 64 * MIB) < 16 * MIB
     assert by_rank[LAUNCHER] < 64 * MIB  # the launcher holds no array
+
+
+# a launcher that starts rank 0 (64 MiB), waits for a line on stdin, starts rank 1 (128 MiB), then waits for EOF
+LAUNCH_LATE = (
+    "import os, subprocess, sys\n"
+    "def start(r, mib):\n"
+    "    return subprocess.Popen([sys.executable, '-c', sys.argv[1], str(mib)], env={**os.environ, 'RANK': str(r)},\n"
+    "                            stdin=subprocess.PIPE)\n"
+    "kids = [start(0, 64)]\n"
+    "sys.stdin.readline()\n"
+    "kids.append(start(1, 128))\n"
+    "sys.stdin.read()\n"
+    "for k in kids:\n    k.stdin.close()\n    k.wait()\n"
+)
+
+
+def test_the_cheap_sampler_gives_the_full_scans_breakdown_and_finds_a_late_rank_at_its_next_walk():
+    """TreeSampler walks the process table only every refresh_s; between walks it reads the known members only."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH_LATE, HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert launcher.stdout.readline() == "ready\n"  # rank 0 holds its 64 MiB
+        root = psutil.Process(launcher.pid)
+        sampler = TreeSampler(root, refresh_s=3600.0)  # one walk, at the first sample
+        first = sampler.sample()
+        assert set(first) == {"0", LAUNCHER} and first["0"] >= 64 * MIB
+        launcher.stdin.write("go\n")
+        launcher.stdin.flush()
+        assert launcher.stdout.readline() == "ready\n"  # rank 1 holds its 128 MiB
+        assert set(sampler.sample()) == {"0", LAUNCHER}  # not walked since: rank 1 is not a member yet
+        sampler.refresh_s = 0.0
+        again, full = sampler.sample(), sample_tree(root)
+        assert set(again) == set(full) == {"0", "1", LAUNCHER}
+        for rank in ("0", "1"):  # the same processes read a moment apart: the same held arrays
+            assert abs(again[rank] - full[rank]) < 8 * MIB
+        assert again["1"] - again["0"] > 48 * MIB
+    finally:
+        launcher.stdin.close()
+        launcher.wait(timeout=60)
+    with pytest.raises(psutil.NoSuchProcess):
+        sampler.sample()
 
 
 def test_the_watch_lets_a_process_under_the_limit_finish_and_reports_its_peak():

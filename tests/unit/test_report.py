@@ -287,8 +287,21 @@ def test_a_lone_ok_point_gets_no_png_and_the_report_says_so_and_a_stale_png_goes
     (tmp_path / "frontier.png").write_bytes(b"stale")
     text = read_md(build_report(tmp_path))
     assert not (tmp_path / "frontier.png").exists()
+    assert "No plot: a single point has nothing to be compared with" in text and "Plot: `report.html`" not in text
+    page = (tmp_path / "report.html").read_text()
+    assert "Plotly.newPlot" not in page and "No plot: a single point" in page  # no plotly for a lone point
+    assert lone.point_id in page  # its row is in the table
+
+
+def test_one_ok_point_beside_a_failed_one_keeps_the_interactive_plot_without_a_png(tmp_path: Path):
+    ok, failed = good_points()[0], good_points()[1]
+    failed.status, failed.reason, failed.metrics = "oom", "CUDA out of memory (fake record: no GPU here)", {}
+    write_record(tmp_path, ok)
+    write_record(tmp_path, failed)
+    text = read_md(build_report(tmp_path))
+    assert not (tmp_path / "frontier.png").exists()
     assert "no `frontier.png`: fewer than 2 ok points" in text and "Plot: `report.html`" in text
-    assert "Plotly.newPlot" in (tmp_path / "report.html").read_text()  # the interactive plot is still there
+    assert "Plotly.newPlot" in (tmp_path / "report.html").read_text()  # the failed point is drawn on its strip
 
 
 def test_writes_are_atomic_and_leave_no_temp_files(sweep: Path):
@@ -437,7 +450,7 @@ def test_mfu_peak_note_names_the_measurement_once_with_the_range(cpu_sweep: Path
     notes = section(text, "How each number was measured")
     assert notes.count("fp32 matmul") == 1
     assert (
-        "MFU peak: measured per point on rank 0 (fp32 matmul 512x512, 1 thread, best of 0.3 s), between 0.0673 and "
+        "MFU peak: measured on rank 0 (fp32 matmul 512x512, 1 thread, best of 0.3 s), between 0.0673 and "
         "0.0794 TFLOP/s; each point's peak is in the `mfu_peak_flop_per_s` / `mfu_peak_source` columns of results.csv."
     ) in notes
     results = section(text, "Results")

@@ -175,6 +175,11 @@ def test_a_bad_timed_steps_is_refused_by_the_schema_check_and_the_gate():
     with pytest.raises(InvalidPoint) as e:
         check(_auto_spec(timing={"ci_rel": 0.0, "min_timed_steps": 8, "max_timed_steps": 20}), target)
     assert e.value.rule == "G11" and "timing.ci_rel" in str(e.value)
+    for bad in (-0.1, 1.0, True, "high"):
+        with pytest.raises(InvalidPoint) as e:
+            check(_auto_spec(timing={"contention_warn_frac": bad}), target)
+        assert e.value.rule == "G11" and "timing.contention_warn_frac" in str(e.value)
+    check(_auto_spec(timing={"contention_warn_frac": 0.0}), target)  # 0: every wait is reported
 
 
 def test_step_statistics_record_the_interval_of_the_slowest_rank_per_step():

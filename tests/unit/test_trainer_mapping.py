@@ -17,7 +17,7 @@ def test_sweeper_keys_map_to_their_trainingarguments_names(tmp_path):
     assert args.per_device_train_batch_size == 3
     assert args.gradient_accumulation_steps == 2
     assert args.seed == 7 and args.data_seed == 7
-    assert args.max_steps == 1 + 4 + 1 + 2  # warm-up + timed + memory + profiled
+    assert args.max_steps == 1 + 4 + 1 + 1  # warm-up + timed + memory + profiled (default profile_steps=1)
     assert not args.bf16 and not args.fp16
     # nothing runs in the timed window: no tracker, no saving, no evaluation
     assert args.report_to == [] and args.save_strategy == "no" and args.eval_strategy == "no"

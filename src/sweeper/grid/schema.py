@@ -174,7 +174,9 @@ class TimingConfig:
     After each timed step the window ends once the 95 % confidence interval of the median step time (order
     statistics, :mod:`sweeper.results.stats`) lies within ``±ci_rel`` of the median, with at least
     ``min_timed_steps`` steps, or at ``max_timed_steps``. Budgets: none is part of a point's identity (the
-    procedure ``timed_steps=auto`` is). Ignored with a fixed ``timed_steps``.
+    procedure ``timed_steps=auto`` is). Ignored with a fixed ``timed_steps``, except ``contention_warn_frac``, which
+    applies to every point: above it a point is marked ``contended`` (its ranks' threads waited that share of the
+    timed window for a CPU, ``runqueue_wait_frac``; docs/measurement.md, "Contention").
     """
 
     # allowed deviation of each bound of the median's 95 % interval from the median (fraction: 0.02 = ±2 %)
@@ -183,6 +185,9 @@ class TimingConfig:
     min_timed_steps: int = 8
     # most timed steps (the cap; the Trainer's max_steps counts it)
     max_timed_steps: int = 64
+    # a point whose runqueue_wait_frac (share of the timed window its rank threads waited for a CPU, max over
+    # ranks) is above this is marked contended (fraction: 0.05 = 5 %); every point, fixed timed_steps too
+    contention_warn_frac: float = 0.05
 
 
 @dataclass
@@ -221,7 +226,7 @@ class SweeperConfig:
     warmup_steps: int = 3
     timed_steps: int | str = 8
     memory_steps: int = 1
-    profile_steps: int = 2
+    profile_steps: int = 1  # the top-ops table and trace of one steady-state step (a budget, not identity)
     # evaluation after training (off by default; on: eval_accumulation_steps bounds eval memory, case P05)
     eval: bool = False
     seed: int = 0

@@ -261,7 +261,12 @@ def _write_failure(point_dir: Path, rank: int, exc: BaseException, phase: PhaseT
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of one rank. ``argv``: ``[point_dir]``."""
+    """Entry point of one rank. ``argv``: ``[point_dir]``. Dies with torchrun like the harness
+    (:func:`sweeper.job.orphan.orphaned_at_start`: no trial rank outlives a killed driver)."""
+    from sweeper.job.orphan import orphaned_at_start
+
+    if orphaned_at_start():
+        return 1
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m sweeper.job.batch_trials <point_dir>", file=sys.stderr)

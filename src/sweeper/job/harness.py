@@ -174,6 +174,7 @@ def run_rank(point_dir: Path) -> int:
     # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
     out["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
     out["timed_stop"] = windows.stop_reason
+    out["schedstat"] = timer.contention()  # timed window's CPU run-queue wait (sweeper.results.ranks)
     out["losses"] = losses.losses
     out["series"] = {  # per-step history, every window (sweeper.results.ranks.series_from_ranks merges it)
         "step_wall_s": timer.wall_s,
@@ -199,7 +200,7 @@ def run_rank(point_dir: Path) -> int:
 
 
 def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> dict[str, Any]:
-    from sweeper.job.measure import measure_cpu_peak
+    from sweeper.job.cpu_peak import cpu_peak
     from sweeper.results.mfu import gpu_peak
 
     if use_cuda:
@@ -210,7 +211,7 @@ def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> dict[str, Any]:
             dtype = "tf32"
         p = gpu_peak(device_name, dtype)
     else:
-        p = measure_cpu_peak(spec.precision if spec.precision != "fp16" else "fp32")
+        p = cpu_peak(spec.precision if spec.precision != "fp16" else "fp32")  # measured once per host, reused
     return {"flops": p.flops, "source": p.source}
 
 
@@ -226,18 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of one rank. ``argv``: ``[point_dir]``. Under sweeper's local torchrun the rank dies with torchrun
     (``PR_SET_PDEATHSIG``: torchrun dies with the driver, so a SIGKILLed driver leaves no rank behind), and one whose
     torchrun is already gone stops at once (exit 1)."""
-    driver = os.environ.get("SWEEPER_DRIVER_PID")  # set by sweeper.launchers.local: torchrun's parent
-    if driver and sys.platform.startswith("linux"):
-        import ctypes
-        import signal
+    from sweeper.job.orphan import orphaned_at_start
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        try:  # did torchrun die before that line? then our parent is a reaper, whose parent is not the driver
-            with open(f"/proc/{os.getppid()}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[1] != driver:
-                    return 1
-        except (OSError, IndexError):
-            pass  # cannot tell: run
+    if orphaned_at_start():
+        return 1
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m sweeper.job.harness <point_dir>", file=sys.stderr)

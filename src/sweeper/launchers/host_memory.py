@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,8 @@ def _rank_of(proc: psutil.Process) -> str:
 
 def sample_tree(root: psutil.Process, ranks: dict[tuple[int, float], str] | None = None) -> dict[str, int]:
     """The RSS in bytes of ``root`` and all its descendants, summed per rank (``"0"``, ``"1"``, ...; processes
-    started without ``RANK``/``LOCAL_RANK`` in their environment, e.g. torchrun, under ``"launcher"``).
+    started without ``RANK``/``LOCAL_RANK`` in their environment, e.g. torchrun, under ``"launcher"``). One full
+    scan (the process table is walked for descendants); :class:`TreeSampler` is the cheap repeated form.
 
     Args:
         root: the tree's root process.
@@ -129,6 +131,70 @@ def sample_tree(root: psutil.Process, ranks: dict[tuple[int, float], str] | None
             continue
         out[rank] = out.get(rank, 0) + rss
     return out
+
+
+#: Seconds between two walks of the process table for the tree's members (:class:`TreeSampler`); the members' RSS is
+#: read at every sample. A process that appears between two walks (a data-loader worker) is counted from the next.
+TREE_REFRESH_S = 0.5
+#: A process first seen without a rank is taken for the launcher once it is this old (seconds): a rank between
+#: torchrun's fork and its exec still carries torchrun's environment for a few milliseconds.
+LAUNCHER_SETTLED_S = 1.0
+
+
+class TreeSampler:
+    """The RSS of a process tree per rank, as :func:`sample_tree` gives it, at a fraction of the cost when called
+    every few milliseconds: the tree's members are found by a walk of the process table (``psutil``'s
+    ``children(recursive=True)`` reads every process's ``/proc/<pid>/stat``) at most every ``refresh_s`` seconds, or
+    at once when a member has ended; in between only the members' ``/proc/<pid>/statm`` is read. Each member's rank
+    is read from its environment once (a process without one is re-read until it is
+    :data:`LAUNCHER_SETTLED_S` old).
+
+    Measured with ``python -m sweeper`` (default point, 2 ranks, py-spy): the driver's watch thread took 0.8 s of
+    CPU over an 8 s point with a full scan every 50 ms, competing with the ranks for the same 2 cores.
+    """
+
+    def __init__(self, root: psutil.Process, refresh_s: float = TREE_REFRESH_S) -> None:
+        self.root = root
+        self.refresh_s = refresh_s
+        self._members: list[psutil.Process] = []
+        self._ranks: dict[tuple[int, float], str] = {}
+        self._walked_at = float("-inf")
+
+    def _walk(self, now: float) -> None:
+        self._members = [self.root, *self.root.children(recursive=True)]
+        self._walked_at = now
+
+    def _rank(self, proc: psutil.Process, now_wall: float) -> str:
+        key = (proc.pid, proc.create_time())
+        rank = self._ranks.get(key)
+        if rank is None:
+            rank = _rank_of(proc)
+            if rank != LAUNCHER or now_wall - key[1] >= LAUNCHER_SETTLED_S:
+                self._ranks[key] = rank
+        return rank
+
+    def sample(self) -> dict[str, int]:
+        """RSS in bytes per rank now (see :func:`sample_tree`). Raises ``psutil.NoSuchProcess`` when the root is
+        gone."""
+        now = time.monotonic()
+        if now - self._walked_at >= self.refresh_s:
+            self._walk(now)
+        now_wall = time.time()
+        out: dict[str, int] = {}
+        ended = False
+        for proc in self._members:
+            try:
+                rss = proc.memory_info().rss
+                rank = self._rank(proc, now_wall)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                if proc is self.root:
+                    raise psutil.NoSuchProcess(proc.pid) from None
+                ended = True
+                continue
+            out[rank] = out.get(rank, 0) + rss
+        if ended:  # a member ended: walk again at the next sample (its children may have been re-parented)
+            self._walked_at = float("-inf")
+        return out
 
 
 @dataclass
@@ -158,9 +224,9 @@ class WatchResult:
 
 
 class RssWatch:
-    """A background thread that samples a process tree's RSS every ``poll_s`` seconds and, when the sum reaches
-    ``limit_bytes``, sends ``SIGKILL`` to the process group ``pgid`` (the tree's root must lead it: started with
-    ``start_new_session=True``). Use as a context manager around the wait for the root::
+    """A background thread that samples a process tree's RSS every ``poll_s`` seconds (:class:`TreeSampler`) and,
+    when the sum reaches ``limit_bytes``, sends ``SIGKILL`` to the process group ``pgid`` (the tree's root must lead
+    it: started with ``start_new_session=True``). Use as a context manager around the wait for the root::
 
         with RssWatch(proc.pid, limit.bytes) as watch:
             proc.wait()
@@ -190,10 +256,10 @@ class RssWatch:
             root = psutil.Process(self.pid)
         except psutil.NoSuchProcess:
             return
-        ranks: dict[tuple[int, float], str] = {}
+        sampler = TreeSampler(root)
         while True:
             try:
-                by_rank = sample_tree(root, ranks)
+                by_rank = sampler.sample()
             except psutil.NoSuchProcess:
                 return
             total = sum(by_rank.values())

@@ -8,11 +8,13 @@ host-memory limit is stopped before it can take the machine with it (:mod:`sweep
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ from sweeper.results.ranks import read_rank_steps, summarize_ranks
 from sweeper.results.record import Record
 
 LOG_FILE = "ranks.log"
-#: The environment variable that tells the ranks the driver's pid (their orphan check, :mod:`sweeper.job.harness`).
+#: The environment variable that tells the ranks the driver's pid (their orphan check, :mod:`sweeper.job.orphan`).
 DRIVER_PID_ENV = "SWEEPER_DRIVER_PID"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _PRCTL: Callable[..., int] | None = None
@@ -257,17 +259,61 @@ def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: P
         subprocess.TimeoutExpired: past ``wait_s``.
     """
     deadline = None if wait_s is None else time.monotonic() + wait_s
+    shown = float("-inf")
+    prefetch = not search  # a measured point's ranks leave rank files; a search trial's are read at once anyway
     while True:
-        progress.ranks_running(spec, pdir, search=search)
+        now = time.monotonic()
+        if now - shown >= progress.POLL_S:
+            progress.ranks_running(spec, pdir, search=search)
+            shown = now
+        if prefetch and _rank_files_written(pdir, spec.world_size):
+            prefetch_imports()
+            prefetch = False
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise subprocess.TimeoutExpired(proc.args, wait_s)
+        poll = PREFETCH_POLL_S if prefetch else progress.POLL_S
         try:
-            returncode = proc.wait(timeout=progress.POLL_S if left is None else min(progress.POLL_S, left))
+            returncode = proc.wait(timeout=poll if left is None else min(poll, left))
         except subprocess.TimeoutExpired:
             continue
         progress.ranks_running(spec, pdir, search=search, ranks_done=True)
         return returncode
+
+
+#: Seconds between two looks for the ranks' result files while a point runs (a directory listing).
+PREFETCH_POLL_S = 0.1
+#: Third-party modules the driver needs once a point's ranks are done (the record's table and the report), imported
+#: in a background thread while torchrun shuts down (:func:`prefetch_imports`). Only libraries: a sweeper module could
+#: be in the middle of being imported by the main thread, and two threads importing each other's modules deadlock.
+PREFETCH_MODULES = ("pandas", "pyarrow", "pyarrow.parquet")
+_prefetched = False
+
+
+def _rank_files_written(pdir: Path, world_size: int) -> bool:
+    """Every rank of the point has written its rank file (they write it last, then exit)."""
+    return sum(1 for _ in pdir.glob("rank*.json")) >= world_size
+
+
+def prefetch_imports() -> None:
+    """Import :data:`PREFETCH_MODULES` in a daemon thread, once per process, as soon as a point's ranks have
+    written their results: torchrun then takes about half a second to shut down on one core, while the report's
+    libraries take about as long to import (``benchmarks/harness_overhead.py``: pandas and pyarrow, 0.5 s of a
+    lone point's wall time). Nothing is measured at that moment, so the import competes with no timed step. A
+    module that fails to import is left for the main thread to fail on, with its own error."""
+    global _prefetched
+    if _prefetched:
+        return
+    _prefetched = True
+
+    def run() -> None:
+        for name in PREFETCH_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the main thread imports it again and reports its own error
+                return
+
+    threading.Thread(target=run, name="prefetch-imports", daemon=True).start()
 
 
 def _kill_leftovers(proc: subprocess.Popen) -> None:

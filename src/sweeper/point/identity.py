@@ -3,12 +3,13 @@
 Two specs that would run the same training get the same id, so a grid never holds one configuration twice and
 timing noise never decides between two copies of it (turn-2 cases T09, T10). Normalisation, before hashing:
 
-- **budgets are not identity**: ``timeout_s``, ``host_mem_limit_gib`` and ``profile_trace`` bound or decorate a
-  run without changing what it measures, ``timing.*`` (how ``timed_steps=auto`` sizes its window: its confidence
-  target and step bounds; ``timed_steps=auto`` itself is identity, a procedure other than any fixed count), and
-  capacity planning's ``prune``, ``train_tokens`` and ``plan.*`` only
-  change what is predicted or whether the point is launched; a rerun with a new budget replaces the old record
-  (history kept as ``result.<n>.json``);
+- **budgets are not identity**: ``timeout_s``, ``host_mem_limit_gib``, ``profile_steps`` and ``profile_trace``
+  bound or decorate a run without changing what it measures (the profile window runs after the timed and memory
+  windows and only yields the top-ops table and the trace), ``timing.*`` (how ``timed_steps=auto`` sizes its
+  window: its confidence target and step bounds; ``timed_steps=auto`` itself is identity, a procedure other than
+  any fixed count), and capacity planning's ``prune``, ``train_tokens`` and ``plan.*`` only change what is
+  predicted or whether the point is launched; a rerun with a new budget replaces the old record (history kept as
+  ``result.<n>.json``);
 - **settings without effect are dropped**: ``use_reentrant`` without checkpointing (``gc=false``), ``fsdp_config``
   without FSDP, ``deepspeed_config`` without DeepSpeed (both refused by the gate anyway), and passthrough entries
   that restate what sweeper sets itself or the library default it leaves in place (see
@@ -30,7 +31,7 @@ from sweeper.grid.spec import PointSpec
 
 #: Spec fields that bound or decorate a run without changing what it measures.
 BUDGET_FIELDS: frozenset[str] = frozenset(
-    {"timeout_s", "host_mem_limit_gib", "profile_trace", "prune", "train_tokens", "plan", "timing"}
+    {"timeout_s", "host_mem_limit_gib", "profile_steps", "profile_trace", "prune", "train_tokens", "plan", "timing"}
 )
 
 

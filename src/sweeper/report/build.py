@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.report.document import PNG_MIN_OK, build_document
+from sweeper.report.document import PLOT_MIN_POINTS, PNG_MIN_OK, build_document
 from sweeper.report.fmt import mem_unit
 from sweeper.report.grid import grid_of
 from sweeper.report.plots import plot_data, plot_html, plot_png
@@ -26,7 +26,8 @@ def build_report(
     max_rows: int | None = 200,
     wandb_mode: str | None = None,
 ) -> Path:
-    """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` and, with at least
+    """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` (its interactive plot from
+    :data:`~sweeper.report.document.PLOT_MIN_POINTS` points on) and, with at least
     :data:`~sweeper.report.document.PNG_MIN_OK` ok points, ``frontier.png`` into ``sweep_dir``, each atomically
     (:mod:`sweeper.results.atomic`), from the records on disk (point folders without ``result.json`` show as
     ``pending``, see :func:`sweeper.results.collect.collect_records`).
@@ -56,18 +57,20 @@ def build_report(
     grid = grid_of(df)
     unit = mem_unit(df)
     doc = build_document(sweep_dir, records, df, max_rows, grid, device_mem_gib, wandb_mode)
-    data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit)
+    n_ok = int((df["status"] == "ok").sum()) if "status" in df.columns else 0
+    draw_png, interactive = n_ok >= PNG_MIN_OK, len(df) >= PLOT_MIN_POINTS
+    data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit) if draw_png or interactive else None
 
     write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))
     table = frame_to_arrow(df)
     write_atomic(sweep_dir / "results.parquet", lambda p: _write_parquet(table, p))
     png = sweep_dir / "frontier.png"
-    n_ok = int((df["status"] == "ok").sum()) if "status" in df.columns else 0
-    if n_ok >= PNG_MIN_OK:
+    if draw_png:
         write_atomic(png, lambda p: plot_png(data, p))
     else:  # a lone point has no frontier to draw (and skips matplotlib); an older drawing would be stale
         png.unlink(missing_ok=True)
-    write_text_atomic(sweep_dir / "report.html", render_html(doc, plot_html(data)))
+    # a single point: no plotly figure (nothing to compare; report.html says so)
+    write_text_atomic(sweep_dir / "report.html", render_html(doc, plot_html(data) if interactive else ""))
     md = sweep_dir / "report.md"
     write_text_atomic(md, render_markdown(doc))
     return md

@@ -19,7 +19,7 @@ from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
 from sweeper.report.grid import DERIVED, Grid, grid_of, grid_values
 from sweeper.report.headline import answer
 from sweeper.report.md import code, escape, one_line, strong
-from sweeper.report.notes import mem_kind_note, mem_kinds, method_notes
+from sweeper.report.notes import contention_notes, mem_kind_note, mem_kinds, method_notes
 from sweeper.report.predicted import has_predictions, prediction_blocks
 from sweeper.report.tables import (
     FRONTIER_DEFINITION,
@@ -73,13 +73,19 @@ class Plot:
     Attributes:
         png: whether ``frontier.png`` is drawn too (at least :data:`PNG_MIN_OK` ok points: a lone point has no
             frontier to draw, and matplotlib costs it about a second).
+        interactive: whether report.html has the interactive plot (at least :data:`PLOT_MIN_POINTS` points of any
+            status: a single point has nothing to be compared with, and building the plotly figure costs it about
+            half a second, ``benchmarks/harness_overhead.py``).
     """
 
     png: bool = True
+    interactive: bool = True
 
 
-#: The fewest ok points for which ``frontier.png`` is drawn (report.html always has the interactive plot).
+#: The fewest ok points for which ``frontier.png`` is drawn.
 PNG_MIN_OK = 2
+#: The fewest points (any status) for which report.html has the interactive plot.
+PLOT_MIN_POINTS = 2
 
 
 @dataclass(frozen=True)
@@ -123,9 +129,10 @@ def build_document(
 ) -> Document:
     """The report of a sweep, the answer first and the metadata last: the answer (fastest, least memory, fastest
     that fits each known device capacity, counts per status: :mod:`sweeper.report.headline`), results (plot, table,
-    details, notes), predicted vs measured (when capacity planning predicted anything: the model's error, the
-    calibrated efficiency), pruned points (when any), failures (table, details), replay commands, how each number
-    was measured, then the grid, the environment and the sweep's own record (``sweep.json``: command, start time).
+    the points measured under CPU contention, details, notes), predicted vs measured (when capacity planning
+    predicted anything: the model's error, the calibrated efficiency), pruned points (when any), failures (table,
+    details), replay commands, how each number was measured, then the grid, the environment and the sweep's own
+    record (``sweep.json``: command, start time).
 
     Args:
         sweep_dir: the sweep directory (for ``sweep.json``).
@@ -207,7 +214,7 @@ def _grid(grid: Grid) -> list[Block]:
 
 def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows: int | None) -> list[Block]:
     ok_rows, n_ok = shown_ok(df, max_rows)
-    blocks: list[Block] = [Plot(png=n_ok >= PNG_MIN_OK)]
+    blocks: list[Block] = [Plot(png=n_ok >= PNG_MIN_OK, interactive=len(df) >= PLOT_MIN_POINTS)]
     table = results_table(ok_rows, axes, unit, predicted_values=False)
     if not len(table):
         return [*blocks, Para("No point finished with status ok, so there is no frontier.")]
@@ -226,6 +233,7 @@ def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows:
             "measurement cannot tell them apart."
         )
     )
+    blocks += [Para(n) for n in contention_notes(df, axes)]  # every contended ok point, shown in the table or not
     kinds = mem_kinds(df)
     blocks.append(Bullets([f"peak mem kind {code(k)}: {mem_kind_note(k)}" for k in kinds] or ["peak mem kind: —"]))
     blocks.append(Fold("More numbers of the ok points", [Table(results_details_table(ok_rows, unit))]))

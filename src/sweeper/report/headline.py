@@ -8,6 +8,12 @@ device capacity known (``--device-mem`` lines, else the single ``cluster.gpu_mem
 judged every point against: the ``predicted_device_mem_bytes`` column), the fastest whose measured peak fits in it.
 Sentence two counts the points per status and how many are on the frontier.
 
+A throughput verdict (the fastest, the fastest that fits) that involves a point measured under CPU contention
+(``contended``: its ranks' threads waited more than ``timing.contention_warn_frac`` of the timed window for a CPU,
+docs/measurement.md "Contention") is not presented as certain: the named point, a point tied with it, or a slower
+contended point that would reach it had its threads not waited (:func:`contended_involved`) adds the clause "not
+certain: ... measured under CPU contention".
+
 Configurations are named by their values on the swept axes (``fsdp=none gc=true``), in code spans; every outside
 string goes through :mod:`sweeper.report.md`. Units: tokens/s per device; peak memory in the report's unit (GiB =
 2**30 bytes or MiB = 2**20 bytes).
@@ -39,7 +45,9 @@ def capacities(df: pd.DataFrame, device_mem_gib: Sequence[tuple[str, float]] = (
     return [("cluster.gpu_mem_gib", float(caps[0]))] if len(caps) == 1 else []
 
 
-def _name(row: pd.Series, axes: Sequence[str]) -> str:
+def config_name(row: pd.Series, axes: Sequence[str]) -> str:
+    """A point named by its values on the swept ``axes`` (``fsdp=none gc=true``), else its overrides, else its id;
+    a Markdown code span."""
     parts = [f"{a}={cli(row[a])}" for a in axes if a in row.index and not missing(row[a])]
     return code(" ".join(parts) or " ".join(cli_overrides(row.get("overrides"))) or str(row["point_id"]))
 
@@ -80,6 +88,47 @@ def _some(pids: list[str], names: dict[str, str]) -> str:
     return shown + (f" and {len(pids) - MAX_TIED:,} more" if len(pids) > MAX_TIED else "")
 
 
+def _flag(v: object) -> bool:
+    return not missing(v) and bool(v)
+
+
+def contended_involved(ok: pd.DataFrame, best: pd.Series, tied: Sequence[str]) -> list[str]:
+    """The contended points (``contended`` true) a throughput verdict for ``best`` rests on: ``best`` itself, the
+    points ``tied`` with it, and any slower contended point whose tokens/s per device / (1 - ``runqueue_wait_frac``)
+    reaches ``best``'s (had its threads not waited for a CPU, it could be as fast: a first-order bound, assuming the
+    wait lay on the step's critical path; a fraction of 1 or more always reaches). Point ids, ``best`` first.
+
+    Args:
+        ok: the candidate rows, with ``_pid`` (point id) and ``_tps`` (tokens/s per device) columns as
+            :func:`answer` makes them.
+    """
+    if "contended" not in ok.columns:
+        return []
+    frac = (
+        pd.to_numeric(ok["runqueue_wait_frac"], errors="coerce")
+        if "runqueue_wait_frac" in ok.columns
+        else pd.Series(float("nan"), index=ok.index)
+    )
+    out = []
+    for i, row in ok.iterrows():
+        if not _flag(row["contended"]):
+            continue
+        f = frac[i]
+        reaches = pd.isna(f) or f >= 1 or row["_tps"] / (1 - f) >= best["_tps"]
+        if row["_pid"] == best["_pid"] or row["_pid"] in tied or reaches:
+            out.append(row["_pid"])
+    return sorted(out, key=lambda p: (p != best["_pid"], p))
+
+
+def _unsure(ok: pd.DataFrame, best: pd.Series, tied: Sequence[str], names: dict[str, str]) -> str:
+    """The clause that keeps a verdict for ``best`` from sounding certain (:func:`contended_involved`), or ``""``."""
+    pids = contended_involved(ok, best, tied)
+    if not pids:
+        return ""
+    verb = "was" if len(pids) == 1 else "were"
+    return f", not certain: {_some(pids, names)} {verb} measured under CPU contention"
+
+
 def answer(
     df: pd.DataFrame,
     axes: Sequence[str],
@@ -103,7 +152,7 @@ def answer(
     out: list[str] = []
     if len(ok):
         ties = mark_ties(df)
-        names = {pid: _name(row, axes) for pid, (_, row) in zip(ok["_pid"], ok.iterrows(), strict=True)}
+        names = {pid: config_name(row, axes) for pid, (_, row) in zip(ok["_pid"], ok.iterrows(), strict=True)}
         fastest = ok.sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable").iloc[0]
         parts = [f"Fastest: {names[fastest['_pid']]} ({_numbers(fastest, unit)})"]
         tied = _tied(ties, fastest)
@@ -111,6 +160,7 @@ def answer(
             parts[0] += f", tied with {_some(tied, names)} ({_tie_basis(df, ties, fastest)})"
         if not bool(fastest["on_frontier"]):
             parts[0] += ", but off the frontier: a tied point needs less memory"
+        parts[0] += _unsure(ok, fastest, tied, names)
         least = ok.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
         parts.append(f"least memory: {names[least['_pid']]} ({_numbers(least, unit)})")
         mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
@@ -123,6 +173,7 @@ def answer(
             if len(fits):
                 best = fits.iloc[0]
                 parts.append(f"fastest that fits {where}: {names[best['_pid']]} ({_numbers(best, unit)})")
+                parts[-1] += _unsure(fits, best, _tied(ties, best), names)
             else:
                 parts.append(f"no ok point fits {where}")
         out.append("; ".join(parts) + ".")

@@ -1,7 +1,7 @@
 """How each number was measured: the notes under the results table and in the report's last section.
 
 Library text (MFU peak sources and notes, peak-memory counter names) is escaped or put in code spans here, since
-these notes are Markdown.
+these notes are Markdown. So are the point names and ids in the contention notes (:func:`contention_notes`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from collections.abc import Sequence
 import pandas as pd
 
 from sweeper.report.fmt import capped, missing, num, text
+from sweeper.report.headline import config_name
 from sweeper.report.md import code, escape
+
+#: Contended points named one by one in the Results section before "and N more" (:func:`contention_notes`).
+MAX_CONTENDED = 5
+#: ``timing.contention_warn_frac`` when a table does not say (:class:`sweeper.grid.schema.TimingConfig`).
+DEFAULT_CONTENTION_WARN_FRAC = 0.05
 
 _TRACKER_NOTE = "peak tensor bytes counted by torch's `MemTracker` (the CPU analogue of the allocator peak)"
 #: What each peak-memory counter means (matched by substring of ``peak_mem_kind``, first match wins).
@@ -75,8 +81,69 @@ def method_notes(df: pd.DataFrame, mem_unit: str = "GiB") -> list[str]:
             "fp32 master weights: true when the optimizer updates an fp32 copy of the weights (model_dtype=float32, "
             "or DeepSpeed ZeRO > 0 with bf16/fp16), false for pure bf16/fp16 training."
         ),
+        contention_method_note(df),
         "Failed points carry the reason the harness recorded; OOM numbers are parsed from the allocator's message.",
     ]
+
+
+def _pct(frac: object) -> str:
+    """A fraction in percent for a sentence: ``0.234`` -> ``23``, ``1.5`` -> ``150``, ``0.012`` -> ``1.2``,
+    ``0.05`` -> ``5``; "—" if missing."""
+    if missing(frac):
+        return num(frac)
+    x = float(frac) * 100
+    return f"{x:.0f}" if x >= 9.95 or round(x, 1) == round(x) else f"{x:.1f}"
+
+
+def contention_sentence(name: str, frac: float) -> str:
+    """The plain sentence (Markdown) that names a contended point: ``name`` is Markdown already (a code span);
+    ``frac`` its ``runqueue_wait_frac`` (a fraction, shown in percent)."""
+    return (
+        f"{name} was measured under CPU contention: rank threads waited {_pct(frac)} % of the timed window for a "
+        "CPU; compare it with other points only after a rerun on a quiet machine."
+    )
+
+
+def contention_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
+    """One sentence (Markdown, :func:`contention_sentence`) per ``ok`` point measured under CPU contention
+    (``contended`` true), the most contended first, each named by its swept ``axes`` and its point id (both in code
+    spans); after :data:`MAX_CONTENDED` of them, one sentence counts the rest. Empty when none is contended or the
+    table has no ``contended`` column (records older than the measure)."""
+    if "contended" not in df.columns or not len(df):
+        return []
+    flag = df["contended"].map(lambda v: not missing(v) and bool(v))
+    rows = df[(df["status"] == "ok") & flag]
+    if not len(rows):
+        return []
+    frac = pd.to_numeric(rows["runqueue_wait_frac"], errors="coerce")
+    rows = rows.assign(_frac=frac, _pid=rows["point_id"].astype(str)).sort_values(
+        ["_frac", "_pid"], ascending=[False, True], kind="stable"
+    )
+    out = [
+        contention_sentence(f"{config_name(row, axes)} (point {code(row['_pid'])})", row["_frac"])
+        for _, row in rows.head(MAX_CONTENDED).iterrows()
+    ]
+    if len(rows) > MAX_CONTENDED:
+        out.append(
+            f"{len(rows) - MAX_CONTENDED:,} more ok point(s) were measured under CPU contention: the `contended` "
+            "column of `results.csv`."
+        )
+    return out
+
+
+def contention_method_note(df: pd.DataFrame) -> str:
+    """The "How each number was measured" item on CPU contention (Markdown): what ``runqueue_wait_frac`` is, its
+    source, and the threshold(s) ``timing.contention_warn_frac`` the points were judged against."""
+    col = "timing.contention_warn_frac"
+    values = pd.to_numeric(df[col], errors="coerce").dropna() if col in df.columns else pd.Series(dtype=float)
+    levels = sorted(set(values)) or [DEFAULT_CONTENTION_WARN_FRAC]
+    threshold = " or ".join(f"{_pct(v)} %" for v in levels)
+    return (
+        "CPU contention: `runqueue_wait_frac` = seconds the threads of a rank waited on a CPU run queue during the "
+        "timed window (runnable, but another process held the CPU; Linux schedstat, summed over threads) / the "
+        f"window's wall seconds, max over ranks; above `timing.contention_warn_frac` ({threshold}) a point is "
+        "`contended`, and its numbers are not comparable with other points' until it is rerun on a quiet machine."
+    )
 
 
 def _peak_source(source: str) -> tuple[str, str]:
@@ -115,7 +182,7 @@ def mfu_peak_note(ok: pd.DataFrame) -> str:
             parts.append(f"datasheet{count}: {capped(each, 4)}")
             continue
         details = [escape(d) for d in sorted(d for d in by_detail if d)]
-        what = "measured per point on rank 0" if kind == "measured" else escape(kind)
+        what = "measured on rank 0" if kind == "measured" else escape(kind)
         peaks = [p for ps in by_detail.values() for p in ps]
         parts.append(f"{what}{count}" + (f" ({capped(details, 3)})" if details else "") + f", {_tflops_span(peaks)}")
     return (

@@ -190,8 +190,8 @@ def prediction_blocks(
     cpu = ok.get("device_type", pd.Series(dtype=object)).astype(str).eq("cpu")
     if cpu.any():
         extra.append(
-            "On CPU ranks there is no datasheet peak: the predicted tokens/s of a CPU point uses the matmul peak that "
-            f"point measured for its MFU ({code('mfu_peak_flop_per_s')}), so its error tests the FLOP count and the "
-            "efficiency, not a device's peak."
+            "On CPU ranks there is no datasheet peak: the predicted tokens/s of a CPU point uses the host's measured "
+            f"matmul peak, the one its MFU divides by ({code('mfu_peak_flop_per_s')}), so its error tests the FLOP "
+            "count and the efficiency, not a device's peak."
         )
     return bullets, cal, extra

@@ -18,6 +18,7 @@ from sweeper.report.document import Block, Bullets, Code, Document, Fold, Para, 
 
 _PLOT_NOTE = "Plot: `frontier.png` (static) and `report.html` (interactive), next to this file."
 _PLOT_NOTE_NO_PNG = "Plot: `report.html` (interactive), next to this file (no `frontier.png`: fewer than 2 ok points)."
+_PLOT_NOTE_NONE = "No plot: a single point has nothing to be compared with (its numbers are in the table below)."
 _STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}"
     "table{border-collapse:collapse;font-size:0.9em;display:block;max-width:100%;overflow-x:auto}"
@@ -39,6 +40,8 @@ def block_markdown(block: Block) -> str:
     if isinstance(block, Code):
         return md.fence(block.text, block.info)
     if isinstance(block, Plot):
+        if not block.interactive:
+            return _PLOT_NOTE_NONE
         return _PLOT_NOTE if block.png else _PLOT_NOTE_NO_PNG
     if isinstance(block, Fold):
         return "\n\n".join([f"### {md.escape(block.summary)}", *map(block_markdown, block.blocks)])
@@ -66,7 +69,7 @@ def markdown_to_html(text: str) -> str:
 
 
 def _block_html(block: Block, plot_div: str) -> str:
-    if isinstance(block, Plot):
+    if isinstance(block, Plot) and block.interactive:
         return plot_div
     if isinstance(block, Fold):
         inner = "".join(_block_html(b, plot_div) for b in block.blocks)
@@ -76,7 +79,8 @@ def _block_html(block: Block, plot_div: str) -> str:
 
 def render_html(doc: Document, plot_div: str) -> str:
     """The report as a self-contained HTML page (report.html): every block made from its Markdown, the plot
-    ``plot_div`` (trusted HTML from :func:`sweeper.report.plots.plot_html`) where the :class:`Plot` block is,
+    ``plot_div`` (trusted HTML from :func:`sweeper.report.plots.plot_html`; unused, may be empty, when the
+    :class:`Plot` block is not ``interactive``) where the :class:`Plot` block is,
     :class:`Fold` blocks in ``<details>``."""
     out = [markdown_to_html(f"# {md.escape(doc.title)}")]
     for section in doc.sections:

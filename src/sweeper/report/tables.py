@@ -103,10 +103,12 @@ def signed_pct(v: object) -> str:
 def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None) -> pd.DataFrame:
     """Secondary numbers of the ``ok`` points, in :func:`results_table`'s order: point, tokens/s over all devices,
     step time p10-p90 (s), the 95 % confidence interval of the median step time (s) and the timed steps (when the
-    records have them), TFLOP/s per device, the MFU peak (TFLOP/s; only when the peaks of these points differ
-    by more than 1 %), the peak-memory counter, the points a frontier point is tied with on throughput (when any
-    is: ``frontier_tie_with``), the predicted peak (in ``unit``, by default :func:`mem_unit` of ``df``) and
-    tokens/s per device when capacity planning predicted them, and the SLURM job when there is one."""
+    records have them), the CPU run-queue wait (``runqueue_wait_frac`` in percent of the timed window, "contended"
+    above ``timing.contention_warn_frac``; when the records have it), TFLOP/s per device, the MFU peak (TFLOP/s;
+    only when the peaks of these points differ by more than 1 %), the peak-memory counter, the points a frontier
+    point is tied with on throughput (when any is: ``frontier_tie_with``), the predicted peak (in ``unit``, by
+    default :func:`mem_unit` of ``df``) and tokens/s per device when capacity planning predicted them, and the
+    SLURM job when there is one."""
     ok = sort_ok(df)
     out: dict[str, list[str]] = {
         "point": ok["point_id"].astype(str).tolist(),
@@ -124,6 +126,12 @@ def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None)
             for n, s in zip(
                 ok["timed_steps_measured"], ok.get("timed_stop", pd.Series(None, index=ok.index)), strict=True
             )
+        ]
+    if _any(ok, "runqueue_wait_frac"):
+        flags = ok["contended"] if "contended" in ok.columns else pd.Series(None, index=ok.index)
+        out["CPU run-queue wait (%)"] = [
+            num(v, 0.01, 3) + (" contended" if not missing(c) and bool(c) else "")
+            for v, c in zip(ok["runqueue_wait_frac"], flags, strict=True)
         ]
     out["TFLOP/s/device"] = [num(v, digits=3) for v in ok["tflops_per_device"]]
     peaks = pd.to_numeric(ok["mfu_peak_flop_per_s"], errors="coerce").dropna()

@@ -7,6 +7,11 @@ Driver side, no torch. Conventions (each reported number says how it was measure
   ``step_time_s_ci95_low``/``_high``, its real coverage ``step_time_ci95_coverage``, below 0.95 for fewer than 6
   steps, and ``step_time_ci95_rel`` = half-width / median). ``timed_steps=auto`` times steps until that interval is
   within ``timing.ci_rel`` of the median (``timed_stop``: ``ci``, or ``cap`` at ``timing.max_timed_steps``).
+* CPU contention (docs/measurement.md, "Contention"): ``runqueue_wait_frac`` = max over ranks of the rank's
+  ``schedstat.runqueue_wait_s`` / ``schedstat.wall_s`` (:func:`runqueue_wait_frac`): the share of the timed window
+  the rank's threads spent runnable but not running (Linux schedstat, the kernel's
+  ``Documentation/scheduler/sched-stats.rst``); ``contended`` = that above ``timing.contention_warn_frac`` (default
+  0.05). Both absent when no rank could read schedstat.
 * tokens/s (global) = per_device_batch_size x seq_len x grad_accum x world_size / median step time;
   tokens/s per device = that / world_size; samples/s = per_device_batch_size x grad_accum x world_size / median.
 * TFLOP/s per device = tokens/s per device x FLOPs per token (PaLM, :func:`sweeper.results.mfu.flops_per_token`) / 1e12;
@@ -39,6 +44,14 @@ signal leaves none). A JSON object:
   ``"cap"`` (``timing.max_timed_steps`` reached). With ``timed_steps=auto`` every rank ends it at the same step (the
   ranks all-reduce each step time with MAX and apply the same rule), and the steps the rank was to run are
   ``stop + memory_steps + profile_steps``, not the spec's ``total_steps`` (which counts the cap).
+* ``schedstat`` (dict, absent from older rank files): the timed window's CPU contention on this rank
+  (:meth:`sweeper.job.measure.StepTimer.contention`): ``runqueue_wait_s`` (float, seconds the threads of the rank
+  process waited on a CPU run queue in the timed window, summed over threads), ``cpu_s`` (float, seconds they ran
+  on a CPU, summed likewise), ``wall_s`` (float, seconds: the window's wall time, ``time.monotonic`` from just
+  before the first timed step's clock started to just after the last one's stopped), ``threads`` (int, threads read
+  at the window's end). Read from ``/proc/self/task/<tid>/schedstat`` outside every step's clock; threads that
+  started in the window count whole, threads that exited in it are missing. Each value null when schedstat could
+  not be read (not Linux, no such file, a parse error) or the window never ended.
 * ``losses`` (list of float): training loss per logged step (the Trainer logs every step, ``logging_steps=1``).
 * ``series`` (per-step history, every window, one entry per optimizer step this rank finished, in step order;
   absent from rank files of older versions): ``step_wall_s`` (list of float, seconds: ``time.perf_counter`` from
@@ -67,6 +80,7 @@ merge can say which rank died at which step; :func:`read_rank_steps` reads them 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import statistics
@@ -173,6 +187,43 @@ def step_statistics(per_rank_times_s: list[list[float]]) -> dict[str, float] | N
     return {**summarize_step_times(slowest), **step_time_ci(slowest), "timed_steps": n}
 
 
+def _number(v: Any) -> float | None:
+    """``v`` as a finite float, or None (missing, a bool, not a number, NaN or infinite)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def runqueue_wait_frac(ranks: list[dict[str, Any]]) -> float | None:
+    """The point's CPU contention: max over ranks of ``schedstat.runqueue_wait_s / schedstat.wall_s`` (a fraction).
+
+    Per rank, the seconds the threads of the rank process waited on a CPU run queue during the timed window
+    (runnable, but another task held the CPU; Linux schedstat, the kernel's ``Documentation/scheduler/
+    sched-stats.rst``), summed over the rank's threads, over the window's wall seconds. With one busy thread per
+    rank (torchrun sets ``OMP_NUM_THREADS=1`` for several ranks per node) it is the share of the window that thread
+    waited for a CPU; summed over threads it is the mean number of the rank's threads waiting, which can exceed 1
+    when several threads of one rank are runnable at once. The max over ranks: a step is as slow as its slowest
+    rank. None when no rank has both numbers (older rank files, schedstat unreadable, the window never ended, or a
+    zero wall time).
+    """
+    fracs = []
+    for r in ranks:
+        s = r.get("schedstat") or {}
+        wait, wall = _number(s.get("runqueue_wait_s")), _number(s.get("wall_s"))
+        if wait is not None and wall is not None and wall > 0 and wait >= 0:
+            fracs.append(wait / wall)
+    return max(fracs) if fracs else None
+
+
+def contention_warn_frac(spec: PointSpec) -> float:
+    """The threshold above which a point is ``contended``: ``timing.contention_warn_frac`` of the spec, else the
+    schema's default (:class:`sweeper.grid.schema.TimingConfig`, 0.05)."""
+    from sweeper.grid.schema import TimingConfig
+
+    value = _number((spec.timing or {}).get("contention_warn_frac"))
+    return TimingConfig.contention_warn_frac if value is None else value
+
+
 def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str, Any]:
     """The point's metrics (see the module docstring for each definition and unit)."""
     world = spec.world_size
@@ -181,6 +232,10 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str
     stops = {r.get("timed_stop") for r in ranks if r.get("timed_stop")}
     if stops:
         m["timed_stop"] = stops.pop() if len(stops) == 1 else "mixed"  # one rule on one list: never mixed
+    frac = runqueue_wait_frac(ranks)
+    if frac is not None:
+        m["runqueue_wait_frac"] = frac
+        m["contended"] = frac > contention_warn_frac(spec)
     if stats:
         m.update(stats)
         med = stats["step_time_s_median"]

@@ -69,9 +69,10 @@ def _steps_and_budgets(spec: PointSpec, _: Target):
 
 @rule(
     "G11",
-    ("timed_steps", "timing.ci_rel", "timing.min_timed_steps", "timing.max_timed_steps"),
-    "timed_steps=auto: 0 < timing.ci_rel < 1 and 3 <= timing.min_timed_steps <= timing.max_timed_steps",
-    "docs/measurement.md (the stop rule of timed_steps=auto)",
+    ("timed_steps", "timing.ci_rel", "timing.min_timed_steps", "timing.max_timed_steps", "timing.contention_warn_frac"),
+    "timed_steps=auto: 0 < timing.ci_rel < 1 and 3 <= timing.min_timed_steps <= timing.max_timed_steps; "
+    "0 <= timing.contention_warn_frac < 1",
+    "docs/measurement.md (the stop rule of timed_steps=auto; Contention)",
 )
 def _timing(spec: PointSpec, _: Target):
     t = {**vars(TimingConfig()), **spec.timing}
@@ -90,6 +91,13 @@ def _timing(spec: PointSpec, _: Target):
         return (
             f"timing.min_timed_steps={low} is above timing.max_timed_steps={high}: the cap must allow the minimum",
             ("timing.min_timed_steps", "timing.max_timed_steps"),
+        )
+    warn = t["contention_warn_frac"]
+    if not isinstance(warn, (int, float)) or isinstance(warn, bool) or not 0 <= warn < 1:
+        return (
+            f"timing.contention_warn_frac={warn!r} must be a fraction from 0 to below 1 (0.05: a point whose ranks "
+            "waited over 5 % of the timed window for a CPU is reported as measured under contention)",
+            ("timing.contention_warn_frac",),
         )
     return None
 
