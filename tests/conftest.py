@@ -22,6 +22,11 @@ NEEDS_DEV_SLURM = pytest.mark.skipif(
 )
 
 
+#: Point settings of the SLURM sweeps: enough steps for every window (a median of 3 timed steps, one memory step),
+#: no profiler trace: what their checks need.
+SLURM_FEW_STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
+
+
 class SweepRun:
     """A finished ``python -m sweeper`` command: its process result and its sweep directory."""
 
@@ -78,4 +83,25 @@ def sweeper_cli(tmp_path):
     def run(*args: str, timeout: float = 900) -> SweepRun:
         return run_sweeper(list(args), tmp_path, timeout=timeout)
 
+    return run
+
+
+@pytest.fixture(scope="session")
+def slurm_2x2(tmp_path_factory) -> SweepRun:
+    """``-m fsdp=none,full_shard gc=true,false`` on the single-node development SLURM cluster, run once per session:
+    ``test_slurm_sweeps`` checks the grid as one job array, and ``test_slurm_two_hosts`` compares its
+    ``fsdp=none gc=false`` point (2 ranks on one host) with the same point on two hosts."""
+    run = run_sweeper(
+        [
+            "-m",
+            "fsdp=none,full_shard",
+            "gc=true,false",
+            *SLURM_FEW_STEPS,
+            "launcher=slurm",
+            "cluster=dev",
+            "launcher.poll_interval_s=1",
+        ],
+        tmp_path_factory.mktemp("slurm2x2"),
+    )
+    assert run.proc.returncode == 0, run.output[-4000:]
     return run

@@ -122,7 +122,7 @@ def test_one_rank_over_the_budget_mid_step_fake_oom_on_cpu_ends_its_launch_witho
     pdir = run.sweep_dir / "points" / record.point_id
     lo, hi, scanned = exhaustive_scan(pdir, 2, tmp_path)
     answer = search["answer"]
-    assert (answer, search["smallest_failing"]) == (lo, hi)
+    assert (answer, search["smallest_failing"]) == (lo, hi) == (lo, lo + 1)
     assert search["trial_count"] <= trial_bound(answer, search["seed"])
     # every trial that ran has both ranks' peaks, its verdict from the larger one (an all-gather then a MAX)
     usable = search["usable_bytes"]

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from sweeper.results.record import iter_records
-from tests.conftest import NEEDS_DEV_SLURM, REPO, run_sweeper
+from tests.conftest import NEEDS_DEV_SLURM, REPO, SLURM_FEW_STEPS, run_sweeper
 
 pytestmark = [
     pytest.mark.slow,
@@ -28,8 +28,8 @@ pytestmark = [
 ]
 
 SLURM = ["launcher=slurm", "cluster=dev", "launcher.poll_interval_s=1"]
-#: enough steps for every window (median of 3, one memory step), no profiler trace: what the checks need
-FEW_STEPS = ["timed_steps=3", "warmup_steps=1", "profile_steps=0", "profile_trace=false"]
+FEW_STEPS = SLURM_FEW_STEPS
+# slurm_2x2 (tests/conftest.py, one per session): -m fsdp=none,full_shard gc=true,false with FEW_STEPS and SLURM
 FAULTS = "tests.faults"
 
 
@@ -42,15 +42,6 @@ def _env() -> dict[str, str]:
 
 def _sacct_array_ids(sweep_dir: Path) -> set[str]:
     return {e["job_id"].split("_")[0] for e in json.loads((sweep_dir / "submitted.json").read_text()).values()}
-
-
-@pytest.fixture(scope="module")
-def slurm_2x2(tmp_path_factory):
-    run = run_sweeper(
-        ["-m", "fsdp=none,full_shard", "gc=true,false", *FEW_STEPS, *SLURM], tmp_path_factory.mktemp("slurm2x2")
-    )
-    assert run.proc.returncode == 0, run.output[-4000:]
-    return run
 
 
 def test_the_2x2_grid_runs_as_one_job_array_with_two_ranks_as_two_slurm_tasks(slurm_2x2):
@@ -117,7 +108,7 @@ def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path):
         [
             "-m",
             "launcher.wait=false",
-            "timed_steps=3",
+            *FEW_STEPS,
             f"+callbacks=[],[{{_target_:{FAULTS}.HangRank,at_step:2,rank:1}}]",
             *SLURM,
         ],
@@ -133,7 +124,7 @@ def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path):
     )
     assert status.returncode == 3 and "pending" in status.stdout  # 3 = some points still pending
     subprocess.run(["scancel", hang["job_id"]], check=True)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 120  # the other point runs in about 10-25 s
     while True:
         status = subprocess.run(
             [sys.executable, "-m", "sweeper.status", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
@@ -154,7 +145,7 @@ def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path):
 
 
 def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point_once(tmp_path):
-    cmd = [sys.executable, "-m", "sweeper", "-m", "gc=true,false", "timed_steps=3", *SLURM]
+    cmd = [sys.executable, "-m", "sweeper", "-m", "gc=true,false", *FEW_STEPS, *SLURM]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:  # kill the submitter right after sbatch, while the jobs are queued/running
         if line.startswith("sbatch:"):
@@ -163,7 +154,7 @@ def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point
     proc.wait(timeout=60)
     (sweep_dir,) = (tmp_path / "multirun").iterdir()
     assert not list(sweep_dir.glob("points/*/result.json")) or len(list(sweep_dir.glob("points/*/result.json"))) < 2
-    resumed = run_sweeper(["-m", "gc=true,false", "timed_steps=3", f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
+    resumed = run_sweeper(["-m", "gc=true,false", *FEW_STEPS, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
     assert resumed.proc.returncode == 0, resumed.output[-3000:]
     records = iter_records(sweep_dir)
     assert sorted(r.spec["gc"] for r in records) == [False, True]
@@ -172,7 +163,7 @@ def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point
     assert all(len(e["attempts"]) == 1 for e in submitted.values())  # never submitted twice
     assert json.loads((sweep_dir / "sweep.json").read_text())["resumed"] == 1
     # and a third run on the finished directory launches nothing
-    again = run_sweeper(["-m", "gc=true,false", "timed_steps=3", f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
+    again = run_sweeper(["-m", "gc=true,false", *FEW_STEPS, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
     assert again.proc.returncode == 0
     assert "sbatch:" not in again.output
     assert [r.status for r in iter_records(sweep_dir)] == ["ok", "ok"]

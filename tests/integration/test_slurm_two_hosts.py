@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from sweeper.results.record import iter_records
-from tests.conftest import NEEDS_DEV_SLURM, REPO, SweepRun
+from tests.conftest import NEEDS_DEV_SLURM, REPO, SLURM_FEW_STEPS, SweepRun
 
 pytestmark = [
     pytest.mark.slow,
@@ -34,7 +34,19 @@ pytestmark = [
 SCRIPT = REPO / "slurm" / "dev-cluster.sh"
 NODES = ("dev2n1", "dev2n2")
 #: the cheapest point that still has every window: tiny model, no profiler, no trace
-FEW_STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
+FEW_STEPS = SLURM_FEW_STEPS
+#: what the two-host point and its one-host twin share: the computation (model, data, strategy, seed) and the steps
+SAME = (
+    "model",
+    "per_device_batch_size",
+    "seq_len",
+    "precision",
+    "fsdp",
+    "gc",
+    "zero",
+    "seed",
+    *("warmup_steps", "timed_steps", "memory_steps", "profile_steps", "profile_trace"),
+)
 TWO_HOSTS = ["launcher=slurm", "cluster=dev2", "nodes=2", "ranks_per_node=1", "launcher.poll_interval_s=1"]
 
 
@@ -80,7 +92,7 @@ def _node_addrs(slurm_conf: str) -> dict[str, str]:
     return dict(re.findall(r"^NodeName=(\S+) NodeAddr=(\S+)", text, re.M))
 
 
-def test_a_two_node_point_is_one_job_whose_ranks_meet_over_the_namespace_network(dev2, tmp_path):
+def test_a_two_node_point_is_one_job_whose_ranks_meet_over_the_namespace_network(dev2, slurm_2x2, tmp_path):
     t0 = time.monotonic()
     (tmp_path / "two").mkdir()
     two = _sweep(["-m", *FEW_STEPS, *TWO_HOSTS], tmp_path / "two", dev2)
@@ -100,24 +112,12 @@ def test_a_two_node_point_is_one_job_whose_ranks_meet_over_the_namespace_network
     assert row["hosts"] == "dev2n1 dev2n2"
     t_two = time.monotonic() - t0
 
-    # the same point on one host of the single-node cluster: the same losses, a similar throughput
-    (tmp_path / "one").mkdir()
-    one = _sweep(
-        [
-            "-m",
-            *FEW_STEPS,
-            "launcher=slurm",
-            "cluster=dev",
-            "nodes=1",
-            "ranks_per_node=2",
-            "launcher.poll_interval_s=1",
-        ],
-        tmp_path / "one",
-        os.environ["SLURM_CONF"],
-    )
-    assert one.proc.returncode == 0, one.output[-4000:]
-    (o,) = one.records()
+    # the same point on one host of the single-node cluster (nodes=1 ranks_per_node=2, the same steps): the 2x2
+    # SLURM sweep's fsdp=none gc=false point (tests/conftest.py); the same losses, a similar throughput
+    o = slurm_2x2.by(fsdp="none", gc=False)
     assert o.status == "ok", o.reason
+    assert (o.spec["nodes"], o.spec["ranks_per_node"]) == (1, 2)
+    assert {k: o.spec[k] for k in SAME} == {k: r.spec[k] for k in SAME}
     assert len(set(o.env["hosts"])) == 1 and len(o.env["hosts"]) == 2
     for key in ("loss_first", "loss_last"):  # fixed seed: DDP on 2 ranks is the same computation wherever they are
         assert r.metrics[key] == pytest.approx(o.metrics[key], rel=1e-5, abs=1e-6), key

@@ -80,7 +80,7 @@ def test_a_rank_killed_by_sigkill_is_a_crash_naming_the_signal(tmp_path):
     assert "SIGKILL" in r.reason
     # its rank<r>.step file outlived it: which rank died, and at which step (steps 0 and 1 finished)
     assert (r.failure["rank"], r.failure["step"], r.failure["phase"]) == (1, 2, "train")
-    assert r.reason.startswith("rank 1 died at step 2 of 9 without writing its results: killed (SIGKILL)")
+    assert r.reason.startswith("rank 1 died at step 2 of 8 without writing its results: killed (SIGKILL)")
 
 
 def test_t07_a_rank_that_stops_early_is_named_as_the_cause_and_the_grid_still_writes_its_report(tmp_path):
@@ -94,13 +94,13 @@ def test_t07_a_rank_that_stops_early_is_named_as_the_cause_and_the_grid_still_wr
     assert good.status == "ok"
     (bad,) = [r for r in run.records() if r.spec["callbacks"]]
     assert (bad.status, bad.error_kind) == ("error", "early-exit")
-    assert bad.reason.startswith("rank 1 stopped early at step 4 of 9 (fewer steps than asked)"), bad.reason
+    assert bad.reason.startswith("rank 1 stopped early at step 4 of 8 (fewer steps than asked)"), bad.reason
     assert "consequence" in bad.reason and "pair.cc" in bad.reason and "hung" not in bad.reason
-    assert (bad.failure["rank"], bad.failure["step"], bad.failure["steps_asked"]) == (1, 4, 9)
+    assert (bad.failure["rank"], bad.failure["step"], bad.failure["steps_asked"]) == (1, 4, 8)  # 3+3+1+1
     assert bad.failure["consequence"]["rank"] == 0 and bad.failure["consequence"]["error_kind"] == "collective"
     pdir = run.sweep_dir / "points" / bad.point_id
     assert (pdir / "rank1.step").read_text() == "4"  # the progress file: steps finished, ASCII digits
-    assert "rank 1 stopped early at step 4 of 9" in run.report.read_text()
+    assert "rank 1 stopped early at step 4 of 8" in run.report.read_text()
     # progress in a log (stdout captured, not a terminal): plain lines, no escapes, one per window a point enters
     assert "\x1b" not in run.proc.stdout
     order = ["warm-up", "timed", "memory", "profile"]
@@ -109,7 +109,7 @@ def test_t07_a_rank_that_stops_early_is_named_as_the_cause_and_the_grid_still_wr
         assert words[:2] == ["start", "setup"] and words[-2:] == ["writing record", status], words
         seen = [w.split()[0] for w in words[2:-2]]  # the windows a poll saw (a fast step can fall between two)
         assert seen == sorted(set(seen), key=order.index), words
-    _check_series(run, good, steps=9)
+    _check_series(run, good, steps=8)
     _check_series(run, bad, steps=4)  # the failed point keeps the history of the steps it finished
 
 
@@ -122,7 +122,7 @@ def _check_series(run, record, steps: int) -> None:
     columns = ("step", "window", "step_time_s", "loss", "mem_high_water_bytes")
     assert [len(s[c]) for c in columns] == [steps] * len(columns)
     assert s["step"] == list(range(1, steps + 1))
-    windows = ["warmup"] * 3 + ["timed"] * 3 + ["memory"] + ["profile"] * 2  # timed_steps=3, defaults otherwise
+    windows = ["warmup"] * 3 + ["timed"] * 3 + ["memory"] + ["profile"]  # timed_steps=3, defaults otherwise
     assert s["window"] == windows[:steps]
     assert all(t > 0 for t in s["step_time_s"])
     assert all(isinstance(x, float) for x in s["loss"])  # the Trainer logs a loss at every step

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -125,8 +126,11 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
 
     table = pd.read_csv(sweep_dir / "results.csv", dtype={"point_id": str})
     csv_columns = list(table.columns)
+    # the CLI reads (two per run, about 2 s each, mostly its start-up), two runs at a time as in test_gate_cli
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        read = dict(zip(records, pool.map(read_run, [runs[f"{sweep_id}-{pid}"] for pid in records]), strict=True))
     for pid, record in records.items():
-        run = read_run(runs[f"{sweep_id}-{pid}"])
+        run = read[pid]
         assert run["state"] == "finished" and run["project"] == "sweeper"
         assert run["group"] == sweep_id
         assert run["name"] == " ".join(record["overrides"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from submitit.slurm.slurm import _make_sbatch_string
 
-from sweeper.launchers.slurm.accounting import parse_sacct
+from sweeper.launchers.slurm.accounting import expand_array_tasks, parse_sacct
 from sweeper.launchers.slurm.submit import executor_parameters
 from tests.unit.specs import H100_CLUSTER
 from tests.unit.specs import make_spec as _spec
@@ -50,6 +50,20 @@ CANNED = """\
 104|FAILED|9:0|3||
 garbage line without separators
 """
+
+
+def test_array_tasks_cancelled_while_pending_are_listed_one_by_one():
+    """sacct shows pending array tasks as one line (``287_[0-1%1]``); cancelled before they start, that line is all
+    there is of them: each task gets its state, and a line of a task that did start stays."""
+    text = "287_0|CANCELLED by 0|0:0|3|1||\n287_[1-2,5%1]|CANCELLED by 0|0:0|0|1||\n288_[0]|PENDING|0:0|0|1|Priority|\n"
+    info = parse_sacct(text)
+    assert set(info) == {"287_0", "287_1", "287_2", "287_5", "288_0"}
+    assert info["287_0"]["elapsed_s"] == 3  # its own line, not the range's
+    assert info["287_1"]["state"] == info["287_5"]["state"] == "CANCELLED"
+    assert info["288_0"]["state"] == "PENDING" and info["288_0"]["reason"] == "Priority"
+    assert expand_array_tasks("287_[0-1%1]") == ["287_0", "287_1"]
+    assert expand_array_tasks("287_3") is None and expand_array_tasks("288") is None
+    assert expand_array_tasks("287_[x-1]") is None
 
 
 def test_sacct_lines_are_parsed_into_states_seconds_and_the_current_run_of_a_requeued_job():

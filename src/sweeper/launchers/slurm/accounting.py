@@ -99,15 +99,40 @@ def parse_sacct(text: str) -> dict[str, dict[str, Any]]:
         if len(parts) < 6:
             continue
         jid, state, exit_code, elapsed, limit, reason = parts[:6]
-        # sacct -D lists every requeued run of a job: the last line is the current one
-        info[jid] = {
+        entry = {
             "state": state.split()[0] if state else "UNKNOWN",
             "exit_code": exit_code,
             "elapsed_s": int(elapsed) if elapsed.isdigit() else None,
             "time_limit_s": int(limit) * 60 if limit.isdigit() else None,
             "reason": reason,
         }
+        tasks = expand_array_tasks(jid)
+        if tasks is None:
+            info[jid] = entry  # sacct -D lists every requeued run of a job: the last line is the current one
+            continue
+        for task in tasks:  # a line for the task itself (started, or listed later) is more precise: it stays
+            info.setdefault(task, dict(entry))
     return info
+
+
+def expand_array_tasks(job_id: str) -> list[str] | None:
+    """The task ids of a sacct line that stands for several array tasks never started on their own: ``287_[0-1%1]``
+    (tasks 0 and 1, at most 1 running at a time), ``287_[2,4-5]``; None for any other id (``287_3``, ``288``).
+
+    SLURM lists the pending tasks of an array as one such line; when the array is cancelled before they start, that
+    line (state ``CANCELLED``) is all sacct ever shows of them (sbatch(1), ``--array``; sacct(1)).
+    """
+    base, sep, rest = job_id.partition("_[")
+    if not sep or not rest.endswith("]") or not base.isdigit():
+        return None
+    spec = rest[:-1].split("%", 1)[0]
+    tasks: list[str] = []
+    for part in spec.split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            return None
+        tasks += [f"{base}_{i}" for i in range(int(lo), int(hi if dash else lo) + 1)]
+    return tasks
 
 
 #: The ``sacctmgr show event`` fields :func:`node_failure` reads, in order.
