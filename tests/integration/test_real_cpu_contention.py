@@ -66,5 +66,5 @@ def test_a_point_measured_next_to_busy_loops_is_contended(tmp_path):
         (row,) = list(csv.DictReader(f))
     assert float(row["runqueue_wait_frac"]) == pytest.approx(frac) and row["contended"] == "True"
     report = run.report.read_text()
-    assert "was measured under CPU contention: rank threads waited" in report
+    assert "was measured under CPU contention: a rank's training thread waited" in report
     assert "not certain:" in report.split("\n## ")[0]  # the answer does not present the lone verdict as certain

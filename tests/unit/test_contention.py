@@ -144,8 +144,8 @@ def _drive(rule: StopRule | None, times: list[float], monkeypatch, warmup: int =
 
     def fake_read() -> dict[int, tuple[int, int]] | None:
         events.append(f"sched {current['step']}")
-        n = next(reads)
-        return {1: (n * 1_000_000_000, n * 100_000_000)} if schedstat else None
+        n = next(reads)  # the calling thread is the training thread
+        return {threading.get_native_id(): (n * 1_000_000_000, n * 100_000_000)} if schedstat else None
 
     monkeypatch.setattr(measure.time, "perf_counter", fake_clock)
     monkeypatch.setattr(measure, "read_schedstat", fake_read)
@@ -208,12 +208,12 @@ def test_runqueue_wait_frac_is_the_max_over_ranks_of_wait_over_wall():
 
 def test_a_point_above_the_threshold_is_contended():
     spec = make_spec()
-    assert contention_warn_frac(spec) == 0.05  # the schema's default
-    m = metrics_from_ranks(spec, [_rank(0.4, 10.0), _rank(0.6, 10.0)])
-    assert m["runqueue_wait_frac"] == pytest.approx(0.06) and m["contended"] is True
-    loose = make_spec(timing={"contention_warn_frac": 0.1})
-    assert metrics_from_ranks(loose, [_rank(0.6, 10.0)])["contended"] is False
-    at = metrics_from_ranks(spec, [_rank(0.5, 10.0)])  # not above it
+    assert contention_warn_frac(spec) == 0.1  # the schema's default
+    m = metrics_from_ranks(spec, [_rank(0.4, 10.0), _rank(1.2, 10.0)])
+    assert m["runqueue_wait_frac"] == pytest.approx(0.12) and m["contended"] is True
+    loose = make_spec(timing={"contention_warn_frac": 0.2})
+    assert metrics_from_ranks(loose, [_rank(1.2, 10.0)])["contended"] is False
+    at = metrics_from_ranks(spec, [_rank(1.0, 10.0)])  # not above it
     assert at["contended"] is False
     assert "runqueue_wait_frac" not in metrics_from_ranks(spec, [{"rank": 0}])  # no reading: no verdict
 
@@ -222,7 +222,7 @@ def test_the_threshold_is_a_budget_not_identity():
     from sweeper.point.identity import point_id
 
     a, b = make_spec(), make_spec(timing={"contention_warn_frac": 0.5})
-    assert a.timing["contention_warn_frac"] == 0.05 and b.timing["contention_warn_frac"] == 0.5
+    assert a.timing["contention_warn_frac"] == 0.1 and b.timing["contention_warn_frac"] == 0.5
     assert point_id(a) == point_id(b)
 
 
@@ -260,7 +260,7 @@ def test_the_row_has_typed_documented_contention_columns_next_to_the_interval():
 def test_the_sentence_names_the_share_of_the_window_in_percent():
     s = contention_sentence("`fsdp=none`", 0.234)
     assert s == (
-        "`fsdp=none` was measured under CPU contention: rank threads waited 23 % of the timed window for a CPU; "
+        "`fsdp=none` was measured under CPU contention: a rank's training thread waited 23 % of the timed window for a CPU; "
         "compare it with other points only after a rerun on a quiet machine."
     )
 
@@ -301,16 +301,16 @@ def test_the_report_names_each_contended_point_in_md_and_html(tmp_path: Path):
     text = read_md(build_report(tmp_path))
     results = text.split("## Results")[1].split("\n## ")[0]
     sentence = (
-        "`fsdp=none gc=true` (point `aaaa00000001`) was measured under CPU contention: rank threads waited 23 % of "
+        "`fsdp=none gc=true` (point `aaaa00000001`) was measured under CPU contention: a rank's training thread waited 23 % of "
         "the timed window for a CPU; compare it with other points only after a rerun on a quiet machine."
     )
     assert f"\n\n{sentence}\n\n" in results and "aaaa00000002` (point" not in results
     assert "| 23.4 contended |" in results and "| 1 |" in results  # the details table, in percent
     assert "not certain: `fsdp=none gc=true` was measured under CPU contention" in text.split("\n## ")[0]
-    assert "`timing.contention_warn_frac` (5 %)" in text.split("## How each number was measured")[1]
+    assert "`timing.contention_warn_frac` (10 %)" in text.split("## How each number was measured")[1]
     page = Page((tmp_path / "report.html").read_text())
     assert (
-        "fsdp=none gc=true (point aaaa00000001) was measured under CPU contention: rank threads waited 23 % of the "
+        "fsdp=none gc=true (point aaaa00000001) was measured under CPU contention: a rank's training thread waited 23 % of the "
         "timed window for a CPU" in page.flat
     )
 
@@ -345,9 +345,9 @@ def test_many_contended_points_are_named_up_to_a_cap_then_counted():
 
 def test_the_measurement_note_reads_the_threshold_the_points_were_judged_against():
     r = _contended("aaaa00000001", "none", True, 5000.0, GIB, 0.5, True)
-    r = dataclasses.replace(r, spec={**r.spec, "timing": {"contention_warn_frac": 0.1}})
+    r = dataclasses.replace(r, spec={**r.spec, "timing": {"contention_warn_frac": 0.2}})
     notes = method_notes(records_to_frame([r]))
-    assert any("`timing.contention_warn_frac` (10 %)" in n for n in notes)
+    assert any("`timing.contention_warn_frac` (20 %)" in n for n in notes)
 
 
 def test_the_process_reads_its_own_threads():

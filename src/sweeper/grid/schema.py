@@ -185,9 +185,10 @@ class TimingConfig:
     min_timed_steps: int = 8
     # most timed steps (the cap; the Trainer's max_steps counts it)
     max_timed_steps: int = 64
-    # a point whose runqueue_wait_frac (share of the timed window its rank threads waited for a CPU, max over
-    # ranks) is above this is marked contended (fraction: 0.05 = 5 %); every point, fixed timed_steps too
-    contention_warn_frac: float = 0.05
+    # a point whose runqueue_wait_frac (share of the timed window a rank's training thread waited for a CPU, max
+    # over ranks) is above this is marked contended (fraction: 0.1 = 10 %; an idle 2-core machine running 2 ranks
+    # measures ~4 %); every point, fixed timed_steps too
+    contention_warn_frac: float = 0.1
 
 
 @dataclass

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -260,9 +261,13 @@ class StepTimer(TrainerCallback):
         mem_kind: which counter :attr:`mem_high_water_bytes` holds.
         window_wall_s: wall time of the timed window, seconds, from the reading before the first timed step's clock
             to the reading after the last one's (the gaps between timed steps included); None until it ended.
-        runqueue_wait_s: seconds the threads of this process waited on a CPU run queue in that window, summed over
-            threads (:func:`schedstat_delta`); None when schedstat could not be read or the window never ended.
-        cpu_s: seconds the threads of this process ran on a CPU in that window, summed over threads; None likewise.
+        runqueue_wait_s: seconds the training thread (the one that runs the Trainer's loop and this callback) waited
+            on a CPU run queue in that window (:func:`schedstat_delta`): its steps were that much longer than its
+            work; None when schedstat could not be read or the window never ended.
+        cpu_s: seconds the training thread ran on a CPU in that window; None likewise.
+        all_threads_runqueue_wait_s, all_threads_cpu_s: the same summed over every thread of this process (gloo's
+            communication threads wake at every collective and wait briefly for a CPU each time: on a 2-core machine
+            running 2 ranks they add ~4 % each to the sum on an otherwise idle machine, measured), for diagnosis.
         threads: threads of this process at the window's end (schedstat files read); None likewise.
     """
 
@@ -278,17 +283,23 @@ class StepTimer(TrainerCallback):
         self.window_wall_s: float | None = None
         self.runqueue_wait_s: float | None = None
         self.cpu_s: float | None = None
+        self.all_threads_runqueue_wait_s: float | None = None
+        self.all_threads_cpu_s: float | None = None
         self.threads: int | None = None
+        self._tid: int | None = None
         self._window_t0: float | None = None
         self._sched0: dict[int, tuple[int, int]] | None = None
 
     def contention(self) -> dict[str, float | int | None]:
         """The timed window's CPU contention for the rank file (``schedstat`` in :mod:`sweeper.results.ranks`):
-        ``runqueue_wait_s``, ``cpu_s``, ``wall_s`` (seconds; see the attributes) and ``threads``; None values when
-        schedstat could not be read or the window never ended."""
+        ``runqueue_wait_s`` and ``cpu_s`` of the training thread, ``all_threads_runqueue_wait_s`` and
+        ``all_threads_cpu_s`` summed over the process's threads, ``wall_s`` (seconds; see the attributes) and
+        ``threads``; None values when schedstat could not be read or the window never ended."""
         return {
             "runqueue_wait_s": self.runqueue_wait_s,
             "cpu_s": self.cpu_s,
+            "all_threads_runqueue_wait_s": self.all_threads_runqueue_wait_s,
+            "all_threads_cpu_s": self.all_threads_cpu_s,
             "wall_s": self.window_wall_s,
             "threads": self.threads,
         }
@@ -296,6 +307,7 @@ class StepTimer(TrainerCallback):
     def _begin_window(self) -> None:
         """Before the first timed step's clock: the window's start readings (wall clock, schedstat)."""
         self._window_t0 = time.monotonic()  # its own clock: the step clock (perf_counter) is left alone
+        self._tid = threading.get_native_id()  # the thread that runs the training loop (and these callbacks)
         self._sched0 = read_schedstat()
 
     def _end_window(self) -> None:
@@ -305,8 +317,11 @@ class StepTimer(TrainerCallback):
             return
         self.window_wall_s = time.monotonic() - self._window_t0
         if self._sched0 is not None and end is not None:
-            self.cpu_s, self.runqueue_wait_s = schedstat_delta(self._sched0, end)
+            self.all_threads_cpu_s, self.all_threads_runqueue_wait_s = schedstat_delta(self._sched0, end)
             self.threads = len(end)
+            if self._tid in self._sched0 and self._tid in end:
+                main = {self._tid: self._sched0[self._tid]}
+                self.cpu_s, self.runqueue_wait_s = schedstat_delta(main, {self._tid: end[self._tid]})
 
     def _sync(self) -> None:
         if self.cuda:

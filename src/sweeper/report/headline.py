@@ -9,7 +9,7 @@ judged every point against: the ``predicted_device_mem_bytes`` column), the fast
 Sentence two counts the points per status and how many are on the frontier.
 
 A throughput verdict (the fastest, the fastest that fits) that involves a point measured under CPU contention
-(``contended``: its ranks' threads waited more than ``timing.contention_warn_frac`` of the timed window for a CPU,
+(``contended``: a rank's training thread waited more than ``timing.contention_warn_frac`` of the timed window for a CPU,
 docs/measurement.md "Contention") is not presented as certain: the named point, a point tied with it, or a slower
 contended point that would reach it had its threads not waited (:func:`contended_involved`) adds the clause "not
 certain: ... measured under CPU contention".

@@ -18,7 +18,7 @@ from sweeper.report.md import code, escape
 #: Contended points named one by one in the Results section before "and N more" (:func:`contention_notes`).
 MAX_CONTENDED = 5
 #: ``timing.contention_warn_frac`` when a table does not say (:class:`sweeper.grid.schema.TimingConfig`).
-DEFAULT_CONTENTION_WARN_FRAC = 0.05
+DEFAULT_CONTENTION_WARN_FRAC = 0.1
 
 _TRACKER_NOTE = "peak tensor bytes counted by torch's `MemTracker` (the CPU analogue of the allocator peak)"
 #: What each peak-memory counter means (matched by substring of ``peak_mem_kind``, first match wins).
@@ -99,8 +99,8 @@ def contention_sentence(name: str, frac: float) -> str:
     """The plain sentence (Markdown) that names a contended point: ``name`` is Markdown already (a code span);
     ``frac`` its ``runqueue_wait_frac`` (a fraction, shown in percent)."""
     return (
-        f"{name} was measured under CPU contention: rank threads waited {_pct(frac)} % of the timed window for a "
-        "CPU; compare it with other points only after a rerun on a quiet machine."
+        f"{name} was measured under CPU contention: a rank's training thread waited {_pct(frac)} % of the timed "
+        "window for a CPU; compare it with other points only after a rerun on a quiet machine."
     )
 
 
@@ -139,8 +139,8 @@ def contention_method_note(df: pd.DataFrame) -> str:
     levels = sorted(set(values)) or [DEFAULT_CONTENTION_WARN_FRAC]
     threshold = " or ".join(f"{_pct(v)} %" for v in levels)
     return (
-        "CPU contention: `runqueue_wait_frac` = seconds the threads of a rank waited on a CPU run queue during the "
-        "timed window (runnable, but another process held the CPU; Linux schedstat, summed over threads) / the "
+        "CPU contention: `runqueue_wait_frac` = seconds a rank's training thread waited on a CPU run queue during "
+        "the timed window (runnable, but another thread or process held the CPU; Linux schedstat) / the "
         f"window's wall seconds, max over ranks; above `timing.contention_warn_frac` ({threshold}) a point is "
         "`contended`, and its numbers are not comparable with other points' until it is rerun on a quiet machine."
     )

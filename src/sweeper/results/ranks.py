@@ -197,14 +197,15 @@ def _number(v: Any) -> float | None:
 def runqueue_wait_frac(ranks: list[dict[str, Any]]) -> float | None:
     """The point's CPU contention: max over ranks of ``schedstat.runqueue_wait_s / schedstat.wall_s`` (a fraction).
 
-    Per rank, the seconds the threads of the rank process waited on a CPU run queue during the timed window
-    (runnable, but another task held the CPU; Linux schedstat, the kernel's ``Documentation/scheduler/
-    sched-stats.rst``), summed over the rank's threads, over the window's wall seconds. With one busy thread per
-    rank (torchrun sets ``OMP_NUM_THREADS=1`` for several ranks per node) it is the share of the window that thread
-    waited for a CPU; summed over threads it is the mean number of the rank's threads waiting, which can exceed 1
-    when several threads of one rank are runnable at once. The max over ranks: a step is as slow as its slowest
-    rank. None when no rank has both numbers (older rank files, schedstat unreadable, the window never ended, or a
-    zero wall time).
+    Per rank, the seconds the rank's training thread (the one that runs the Trainer's loop) waited on a CPU run
+    queue during the timed window (runnable, but another task held the CPU; Linux schedstat, the kernel's
+    ``Documentation/scheduler/sched-stats.rst``), over the window's wall seconds: the share of the window its steps
+    were stretched by waiting for a CPU. The rank's other threads (gloo's communication threads) are recorded
+    (``all_threads_*``) but not counted here: they wake at every collective and each waits briefly for a CPU, adding
+    ~4 % per thread on an idle 2-core machine without slowing the step by as much (measured 2026-12-01: training
+    thread 4 %, sum over a rank's 4 threads 18-24 %). The max over ranks: a step is as slow as its slowest rank.
+    None when no rank has both numbers (older rank files, schedstat unreadable, the window never ended, or a zero
+    wall time).
     """
     fracs = []
     for r in ranks:

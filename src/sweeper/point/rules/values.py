@@ -95,8 +95,8 @@ def _timing(spec: PointSpec, _: Target):
     warn = t["contention_warn_frac"]
     if not isinstance(warn, (int, float)) or isinstance(warn, bool) or not 0 <= warn < 1:
         return (
-            f"timing.contention_warn_frac={warn!r} must be a fraction from 0 to below 1 (0.05: a point whose ranks "
-            "waited over 5 % of the timed window for a CPU is reported as measured under contention)",
+            f"timing.contention_warn_frac={warn!r} must be a fraction from 0 to below 1 (0.1: a point whose ranks "
+            "waited over 10 % of the timed window for a CPU is reported as measured under contention)",
             ("timing.contention_warn_frac",),
         )
     return None
