@@ -13,7 +13,7 @@ directory, and prints:
   stopped on the interval (``timed_stop = ci``) or at the cap;
 * per mode: the median of the points' ``step_time_ci95_rel`` (half-width of the median's 95 % interval / median);
 * per mode, when results.csv has the column: the median and max of the points' ``runqueue_wait_frac`` (the share of
-  the timed window the ranks' threads waited for a CPU, docs/measurement.md "Contention") and how many points were
+  the timed window a rank's training thread waited for a CPU, docs/measurement.md "Contention") and how many points were
   ``contended``;
 * the wall time of each run (``time.perf_counter`` around the command, seconds) and its median per mode.
 

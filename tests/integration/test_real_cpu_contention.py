@@ -1,7 +1,7 @@
 """Real CPU contention, nothing faked: a real 2-rank CPU point runs while three busy-loop processes
 (``while True: pass``), pinned with ``os.sched_setaffinity`` to the CPUs the ranks are pinned to (at most 2),
 compete for them. The
-ranks' threads then wait on a run queue for a large share of the timed window, and the record says so:
+ranks' training threads then wait on a run queue for a large share of the timed window, and the record says so:
 ``runqueue_wait_frac`` well above the threshold, ``contended`` true, in results.csv and in report.md. Linux only
 (schedstat); one point of about 15-30 s on 2 cores."""
 

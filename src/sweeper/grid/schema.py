@@ -175,7 +175,7 @@ class TimingConfig:
     statistics, :mod:`sweeper.results.stats`) lies within ``±ci_rel`` of the median, with at least
     ``min_timed_steps`` steps, or at ``max_timed_steps``. Budgets: none is part of a point's identity (the
     procedure ``timed_steps=auto`` is). Ignored with a fixed ``timed_steps``, except ``contention_warn_frac``, which
-    applies to every point: above it a point is marked ``contended`` (its ranks' threads waited that share of the
+    applies to every point: above it a point is marked ``contended`` (a rank's training thread waited that share of the
     timed window for a CPU, ``runqueue_wait_frac``; docs/measurement.md, "Contention").
     """
 

@@ -45,9 +45,10 @@ signal leaves none). A JSON object:
   ranks all-reduce each step time with MAX and apply the same rule), and the steps the rank was to run are
   ``stop + memory_steps + profile_steps``, not the spec's ``total_steps`` (which counts the cap).
 * ``schedstat`` (dict, absent from older rank files): the timed window's CPU contention on this rank
-  (:meth:`sweeper.job.measure.StepTimer.contention`): ``runqueue_wait_s`` (float, seconds the threads of the rank
-  process waited on a CPU run queue in the timed window, summed over threads), ``cpu_s`` (float, seconds they ran
-  on a CPU, summed likewise), ``wall_s`` (float, seconds: the window's wall time, ``time.monotonic`` from just
+  (:meth:`sweeper.job.measure.StepTimer.contention`): ``runqueue_wait_s`` (float, seconds the rank's training
+  thread waited on a CPU run queue in the timed window), ``cpu_s`` (float, seconds it ran on a CPU),
+  ``all_threads_runqueue_wait_s`` and ``all_threads_cpu_s`` (float, the same summed over the rank's threads),
+  ``wall_s`` (float, seconds: the window's wall time, ``time.monotonic`` from just
   before the first timed step's clock started to just after the last one's stopped), ``threads`` (int, threads read
   at the window's end). Read from ``/proc/self/task/<tid>/schedstat`` outside every step's clock; threads that
   started in the window count whole, threads that exited in it are missing. Each value null when schedstat could

@@ -232,11 +232,11 @@ COLUMNS: tuple[Column, ...] = (
            "below it, [min, max] of fewer steps", "metrics.step_time_ci95_coverage"),
     Column("timed_stop", STR, "", "why the timed window ended: fixed (a number of steps), ci (timed_steps=auto: "
            "interval within timing.ci_rel), cap (timing.max_timed_steps)", "metrics.timed_stop"),
-    Column("runqueue_wait_frac", FLOAT, "fraction", "CPU contention: seconds the rank's threads waited on a CPU run "
-           "queue in the timed window (Linux schedstat, summed over threads) / the window's wall seconds, max over "
-           "ranks; empty when schedstat was unreadable (docs/measurement.md, Contention)",
+    Column("runqueue_wait_frac", FLOAT, "fraction", "CPU contention: seconds a rank's training thread waited on a "
+           "CPU run queue in the timed window (Linux schedstat) / the window's wall seconds, max over ranks; empty "
+           "when schedstat was unreadable (docs/measurement.md, Contention)",
            "metrics.runqueue_wait_frac"),
-    Column("contended", BOOL, "", "runqueue_wait_frac above timing.contention_warn_frac (default 0.05): measured "
+    Column("contended", BOOL, "", "runqueue_wait_frac above timing.contention_warn_frac (default 0.1): measured "
            "under CPU contention, compare with other points only after a rerun on a quiet machine",
            "metrics.contended"),
     Column("tokens_per_s", FLOAT, "tokens/s", "all devices", "metrics.tokens_per_s"),
