@@ -230,6 +230,38 @@ def test_a_sigkilled_rank_keeps_its_rank_and_step_from_its_step_file(tmp_path):
     assert out["reason"].startswith("rank 1 died at step 3 of 9 without writing its results: killed (SIGKILL)")
 
 
+#: torchrun's summary when rank 1 was SIGKILLed and rank 0, blocked in its next collective, was stopped by torchrun's
+#: SIGTERM before it could write its rank file (seen in CI on a loaded machine)
+BOTH_MISSING_SUMMARY = """
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 28742)  (SIGTERM)
+  traceback : Signal 15 (SIGTERM) received by PID 28742
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 28743)  (SIGKILL)
+  traceback : Signal 9 (SIGKILL) received by PID 28743
+"""
+
+
+def test_when_both_ranks_left_no_file_the_one_a_signal_other_than_torchruns_sigterm_ended_is_the_cause(tmp_path):
+    spec = _spec(**SPEC_9)
+    write_rank_step(tmp_path, 0, 2)
+    write_rank_step(tmp_path, 1, 2)
+    out = summarize_ranks(
+        spec, [], returncode=1, timed_out=False, log_tail=BOTH_MISSING_SUMMARY, steps=read_rank_steps(tmp_path)
+    )
+    f = out["failure"]
+    assert (f["rank"], f["step"], f["phase"], f["ranks_missing"]) == (1, 2, "train", [0, 1])
+    assert out["reason"].startswith("rank 1 died at step 2 of 9 without writing its results: killed (SIGKILL)")
+    # without a summary that tells them apart, both are named
+    plain = summarize_ranks(spec, [], returncode=-9, timed_out=False, log_tail="Signal 9 (SIGKILL) received", steps={})
+    assert plain["failure"]["ranks_missing"] == [0, 1] and plain["reason"].startswith("ranks 0, 1 died")
+
+
 def test_a_rank_killed_before_training_began_is_said_to_have_died_in_setup():
     spec = _spec(**SPEC_9)
     out = summarize_ranks(spec, [], returncode=-9, timed_out=False, log_tail="Signal 9 (SIGKILL) received", steps={})

@@ -429,6 +429,22 @@ def _signal_from_log(log_tail: str) -> str | None:
     return next((n for n in names if n != "SIGTERM"), names[0])
 
 
+def rank_exit_codes(log_tail: str) -> dict[int, int]:
+    """Global rank -> exit code of each failed rank in torchrun's error summary (``rank : 1 (local_rank: 1)`` then
+    ``exitcode : -9 (pid: ...)``; a negative code is the signal that ended it). Ranks not in the summary are absent."""
+    pairs = re.findall(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", log_tail)
+    return {int(rank): int(code) for rank, code in pairs}
+
+
+def _killed_first(missing: list[int], log_tail: str) -> list[int]:
+    """Of the ranks that wrote no rank file, those that explain the point: the ones a signal other than SIGTERM ended
+    (torchrun stops the survivors with SIGTERM once one rank fails, and a survivor stopped before it could write its
+    file is a consequence); all of ``missing`` when the summary does not tell them apart."""
+    codes = rank_exit_codes(log_tail)
+    cause = [r for r in missing if codes.get(r, 0) < 0 and codes[r] != -15]
+    return cause or missing
+
+
 def _steps_completed(rank: dict[str, Any], steps: dict[int, int]) -> int | None:
     """Optimizer steps a rank finished: its rank file's ``steps_completed``, else its progress file."""
     done = rank.get("steps_completed")
@@ -516,10 +532,11 @@ def summarize_ranks(
         failure = {**c.details, "exit_code": returncode, "log_tail": log_tail[-3000:]}
         reason = c.reason
         if missing:
-            at = {r: steps.get(r) for r in missing}
-            first = at[missing[0]]
+            cause = _killed_first(missing, log_tail)
+            at = {r: steps.get(r) for r in cause}
+            first = at[cause[0]]
             failure.update(
-                rank=missing[0], ranks_missing=missing, step=first, phase="setup" if first is None else "train"
+                rank=cause[0], ranks_missing=missing, step=first, phase="setup" if first is None else "train"
             )
             reason = reasons.dead_rank_reason(at, spec.total_steps, c.reason)
         elif c.rank is not None:
