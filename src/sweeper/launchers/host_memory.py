@@ -104,33 +104,14 @@ def _rank_of(proc: psutil.Process) -> str:
     return value if value is not None and value.isdigit() else LAUNCHER
 
 
-def sample_tree(root: psutil.Process, ranks: dict[tuple[int, float], str] | None = None) -> dict[str, int]:
+def sample_tree(root: psutil.Process) -> dict[str, int]:
     """The RSS in bytes of ``root`` and all its descendants, summed per rank (``"0"``, ``"1"``, ...; processes
-    started without ``RANK``/``LOCAL_RANK`` in their environment, e.g. torchrun, under ``"launcher"``). One full
-    scan (the process table is walked for descendants); :class:`TreeSampler` is the cheap repeated form.
-
-    Args:
-        root: the tree's root process.
-        ranks: a cache ``(pid, create_time) -> rank`` kept between calls (an environment without a rank is read
-            again: a child between fork and exec still has its parent's).
+    started without ``RANK``/``LOCAL_RANK`` in their environment, e.g. torchrun, under ``"launcher"``): one full
+    walk of the process table (:class:`TreeSampler` is the cheap repeated form, and this is its first sample).
 
     Processes that end while being read are skipped. Raises ``psutil.NoSuchProcess`` if ``root`` itself is gone.
     """
-    ranks = {} if ranks is None else ranks
-    out: dict[str, int] = {}
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            rss = proc.memory_info().rss
-            key = (proc.pid, proc.create_time())
-            rank = ranks.get(key)
-            if rank is None:
-                rank = _rank_of(proc)
-                if rank != LAUNCHER:
-                    ranks[key] = rank
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        out[rank] = out.get(rank, 0) + rss
-    return out
+    return TreeSampler(root, refresh_s=0.0).sample()
 
 
 #: Seconds between two walks of the process table for the tree's members (:class:`TreeSampler`); the members' RSS is
@@ -142,8 +123,8 @@ LAUNCHER_SETTLED_S = 1.0
 
 
 class TreeSampler:
-    """The RSS of a process tree per rank, as :func:`sample_tree` gives it, at a fraction of the cost when called
-    every few milliseconds: the tree's members are found by a walk of the process table (``psutil``'s
+    """The RSS of a process tree per rank (see :func:`sample_tree`), at a fraction of the cost of a full walk when
+    called every few milliseconds: the tree's members are found by a walk of the process table (``psutil``'s
     ``children(recursive=True)`` reads every process's ``/proc/<pid>/stat``) at most every ``refresh_s`` seconds, or
     at once when a member has ended; in between only the members' ``/proc/<pid>/statm`` is read. Each member's rank
     is read from its environment once (a process without one is re-read until it is
@@ -186,10 +167,12 @@ class TreeSampler:
             try:
                 rss = proc.memory_info().rss
                 rank = self._rank(proc, now_wall)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
+            except psutil.NoSuchProcess:
                 if proc is self.root:
-                    raise psutil.NoSuchProcess(proc.pid) from None
+                    raise
                 ended = True
+                continue
+            except psutil.AccessDenied:  # not ours to read (another user's process): not counted
                 continue
             out[rank] = out.get(rank, 0) + rss
         if ended:  # a member ended: walk again at the next sample (its children may have been re-parented)

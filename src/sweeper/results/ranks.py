@@ -84,6 +84,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import signal
 import statistics
 from pathlib import Path
 from typing import Any
@@ -441,7 +442,7 @@ def _killed_first(missing: list[int], log_tail: str) -> list[int]:
     (torchrun stops the survivors with SIGTERM once one rank fails, and a survivor stopped before it could write its
     file is a consequence); all of ``missing`` when the summary does not tell them apart."""
     codes = rank_exit_codes(log_tail)
-    cause = [r for r in missing if codes.get(r, 0) < 0 and codes[r] != -15]
+    cause = [r for r in missing if codes.get(r, 0) < 0 and codes[r] != -signal.SIGTERM]
     return cause or missing
 
 
