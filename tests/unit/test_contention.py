@@ -10,7 +10,6 @@ import os
 import sys
 import threading
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from sweeper.results.stats import StopRule
 from tests.unit.specs import make_spec
 from tests.unit.test_report import GIB, ok_point, read_md
 from tests.unit.test_report_markup import Page
+from tests.unit.trainer_loop import run_steps
 
 AXES = ["fsdp", "gc"]
 LINUX_SCHEDSTAT = sys.platform.startswith("linux") and read_schedstat() is not None
@@ -149,15 +149,7 @@ def _drive(rule: StopRule | None, times: list[float], monkeypatch, warmup: int =
 
     monkeypatch.setattr(measure.time, "perf_counter", fake_clock)
     monkeypatch.setattr(measure, "read_schedstat", fake_read)
-    for step in range(warmup + cap + 1):
-        current["step"] = step
-        state = types.SimpleNamespace(global_step=step)
-        control = types.SimpleNamespace(should_training_stop=False)
-        timer.on_step_begin(None, state, control)
-        state.global_step = step + 1
-        timer.on_step_end(None, state, control)
-        if control.should_training_stop:
-            break
+    run_steps(timer, warmup + cap + 1, before_step=lambda step: current.update(step=step))
     return timer, events
 
 

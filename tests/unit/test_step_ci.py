@@ -4,7 +4,6 @@ the gate and grid errors for a bad ``timed_steps``, and the frontier on the inte
 from __future__ import annotations
 
 import math
-import types
 
 import pandas as pd
 import pytest
@@ -16,6 +15,7 @@ from sweeper.point.identity import point_id
 from sweeper.results.frontier import mark_frontier, mark_ties, throughput_interval
 from sweeper.results.ranks import metrics_from_ranks, series_from_ranks, step_statistics, steps_planned
 from sweeper.results.stats import StopRule, binom_half_cdf, median_ci, median_ci_ranks
+from tests.unit.trainer_loop import run_steps
 
 
 def _reference_ranks(n: int) -> tuple[int, int] | None:
@@ -89,15 +89,9 @@ def _timer_run(rule: StopRule | None, times: list[float], warmup: int = 1, cap: 
     stops = []
     measure.time.perf_counter = lambda: next(clock)
     try:
-        for step in range(warmup + cap + 3):
-            state = types.SimpleNamespace(global_step=step)
-            control = types.SimpleNamespace(should_training_stop=False)
-            timer.on_step_begin(None, state, control)
-            state.global_step = step + 1
-            timer.on_step_end(None, state, control)
-            if control.should_training_stop:
-                stops.append(state.global_step)
-                break
+        stopped = run_steps(timer, warmup + cap + 3)
+        if stopped is not None:
+            stops.append(stopped)
     finally:
         measure.time.perf_counter = real
     return w, stops
