@@ -102,3 +102,24 @@ class FakeActivationOnOneRank(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.held.clear()
+
+
+class ExpectSecrets(TrainerCallback):
+    """Not a fault: checks, inside each rank, that the secrets given on the command line reached the libraries as
+    their real values (sweeper keeps them as environment references until then, ``sweeper.redact``). ``api_key``
+    is this callback's own secret argument; ``key_digest`` and ``hub_digest`` are the SHA-256 hex of the
+    expected values (the test never writes a secret itself). Raises at the first step on a mismatch."""
+
+    def __init__(self, api_key: str = "", key_digest: str = "", hub_digest: str = "") -> None:
+        self.api_key, self.key_digest, self.hub_digest = api_key, key_digest, hub_digest
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        import hashlib
+
+        def digest(value: object) -> str:
+            return hashlib.sha256(str(value).encode()).hexdigest()
+
+        if self.key_digest and digest(self.api_key) != self.key_digest:
+            raise RuntimeError("ExpectSecrets: the callback's api_key is not the value given")
+        if self.hub_digest and digest(args.hub_token) != self.hub_digest:
+            raise RuntimeError("ExpectSecrets: TrainingArguments.hub_token is not the value given")

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from sweeper.callbacks import incomplete
 from sweeper.grid.schema import register_configs
 from sweeper.paths import conf_dir
+from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.atomic import write_error_text
 from sweeper.results.sweepdir import read_sweep, register_resolver
 
@@ -55,7 +56,7 @@ def main(cfg: DictConfig) -> str:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_dir = Path(hc.sweep.dir if multirun else hc.run.dir)
-    overrides = list(hc.overrides.task)
+    overrides = task_overrides(hc)  # unresolved: a secret stays its reference
     spec = from_config(cfg)  # a single refused point was already stopped by ReportCallback.on_run_start
     info = read_sweep(sweep_dir)
     index = hc.job.num if multirun else 0
@@ -111,6 +112,7 @@ def _tolerate_hydra_config_copies() -> None:
 def cli() -> None:
     """Entry point of ``python -m sweeper`` and the ``sweeper`` script: runs :func:`main`, then exits with the
     status described in the module doc (3 and one line per cause on stderr when the sweep is incomplete)."""
+    redact_command_line()  # before Hydra sees argv: a secret is a reference from here on (sweeper.redact)
     _tolerate_hydra_config_copies()
     main()
     code = 0

@@ -12,6 +12,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from sweeper.redact import task_overrides
 from sweeper.results.atomic import write_error_text
 from sweeper.results.sweepdir import open_sweep
 
@@ -29,7 +30,7 @@ def grid_size(config: DictConfig) -> int | None:
 
         params = config.hydra.sweeper.get("params")
         params = OmegaConf.to_container(params, resolve=False) if params else {}
-        args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+        args = [f"{k}={v}" for k, v in params.items()] + task_overrides(config.hydra)
         parsed = OverridesParser.create().parse_overrides(args)
         return sum(len(b) for b in BasicSweeper.split_arguments(parsed, None))
     except Exception:  # noqa: BLE001 - progress display only
@@ -50,7 +51,7 @@ class ReportCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
-            open_sweep(sweep_dir, "multirun", grid_size(config), list(config.hydra.overrides.task), wandb_node(config))
+            open_sweep(sweep_dir, "multirun", grid_size(config), task_overrides(config.hydra), wandb_node(config))
         except OSError as e:  # a full disk: say where, once; every point then says whether it was recorded
             print(f"sweeper: sweep.json not written: {write_error_text(e)}", file=sys.stderr, flush=True)
 
@@ -68,7 +69,7 @@ class ReportCallback(Callback):
         except InvalidPoint as e:
             print(f"sweeper: {e.status} point ({', '.join(e.keys)}): {e}", file=sys.stderr)
             sys.exit(2)
-        open_sweep(Path(config.hydra.run.dir), "run", 1, list(config.hydra.overrides.task), wandb_node(config))
+        open_sweep(Path(config.hydra.run.dir), "run", 1, task_overrides(config.hydra), wandb_node(config))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         _report(Path(config.hydra.sweep.dir))

@@ -13,6 +13,11 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from sweeper.redact import redact_tree
+
+#: Spec fields that hold user text as trees (passthrough dicts, callbacks): where a secret may be given.
+_USER_TREES = ("fsdp_config", "deepspeed_config", "training_args", "callbacks")
+
 # Config keys that hold a model's maximum sequence length, by transformers' naming.
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length")
 
@@ -105,7 +110,11 @@ class PointSpec:
 
 
 def from_config(cfg: Any) -> PointSpec:
-    """Build a spec from a composed Hydra config (DictConfig or plain dict of :class:`SweeperConfig` shape)."""
+    """Build a spec from a composed Hydra config (DictConfig or plain dict of :class:`SweeperConfig` shape).
+
+    A secret value in a passthrough dict, the model config or a callback's arguments (:mod:`sweeper.redact`) is
+    kept as its ``${oc.env:SWEEPER_SECRET_...}`` reference, the value in this process's environment: the spec, and
+    so every file written from it, never holds it."""
     if not isinstance(cfg, dict):
         from omegaconf import OmegaConf
 
@@ -119,12 +128,17 @@ def from_config(cfg: Any) -> PointSpec:
         from sweeper.grid.schema import TimingConfig
 
         cfg["timed_steps"] = int((cfg.get("timing") or {}).get("max_timed_steps", TimingConfig.max_timed_steps))
+    fields = {k: _plain(v) for k, v in cfg.items() if k in PointSpec.__dataclass_fields__}
+    # secrets (hub_token, a callback's api_key, ...) stay references to the environment (sweeper.redact)
+    for key in _USER_TREES:
+        if key in fields:
+            fields[key] = redact_tree(fields[key], key)
     return PointSpec(
         model=model["name"],
         model_type=model["model_type"],
         decoder_layer=model["decoder_layer"],
-        model_config=dict(model.get("config") or {}),
-        **{k: _plain(v) for k, v in cfg.items() if k in PointSpec.__dataclass_fields__},
+        model_config=redact_tree(dict(model.get("config") or {}), "model.config"),
+        **fields,
     )
 
 

@@ -220,7 +220,9 @@ def _user_callbacks(spec: PointSpec) -> list[Any]:
         return []
     from hydra.utils import instantiate
 
-    return [instantiate(c) for c in spec.callbacks]
+    from sweeper.redact import reveal
+
+    return [instantiate(c) for c in reveal(spec.callbacks)]  # a callback's secret argument (sweeper.redact)
 
 
 def main(argv: list[str] | None = None) -> int:

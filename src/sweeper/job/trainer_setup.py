@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainingArgu
 
 from sweeper.grid.spec import PointSpec
 from sweeper.point.passthrough import sweeper_deepspeed_config, sweeper_fsdp_config, sweeper_training_args
+from sweeper.redact import reveal
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -25,7 +26,7 @@ def build_model(spec: PointSpec) -> torch.nn.Module:
     Raises:
         ValueError: from transformers, for an unknown ``model_type`` or inconsistent numbers.
     """
-    config = AutoConfig.for_model(spec.model_type, **spec.model_config)
+    config = AutoConfig.for_model(spec.model_type, **reveal(spec.model_config))
     config.use_cache = False
     return AutoModelForCausalLM.from_config(config, dtype=_TORCH_DTYPES[spec.model_dtype])
 
@@ -54,7 +55,7 @@ def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
     defaults; no ``"optimizer"`` block, the HF side builds AdamW), with ``spec.deepspeed_config`` merged on top (one
     level deep per block)."""
     cfg = sweeper_deepspeed_config(spec)
-    for k, v in spec.deepspeed_config.items():
+    for k, v in reveal(spec.deepspeed_config).items():
         if isinstance(v, dict) and isinstance(cfg.get(k), dict):
             cfg[k] = {**cfg[k], **v}
         else:
@@ -83,10 +84,10 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
         # fsdp_config is merged last; the gate has refused any entry that contradicts the label (docs/gate.md).
         kw["fsdp"] = True
         ours = {k: v for k, v in sweeper_fsdp_config(spec).items() if k != "sharding_strategy"}  # FSDP1 name only
-        kw["fsdp_config"] = {**ours, **spec.fsdp_config}
+        kw["fsdp_config"] = {**ours, **reveal(spec.fsdp_config)}
     if spec.zero > 0:
         kw["deepspeed"] = deepspeed_config(spec)
-    kw.update(spec.training_args)
+    kw.update(reveal(spec.training_args))  # secrets are references until here (sweeper.redact)
     return TrainingArguments(**kw)
 
 

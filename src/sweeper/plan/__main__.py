@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from sweeper.grid.schema import register_configs
 from sweeper.paths import conf_dir
+from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.sweepdir import register_resolver
 
 register_configs()
@@ -41,11 +42,13 @@ def main(cfg: DictConfig) -> None:
     from sweeper.plan.app import plan_run
 
     hc = HydraConfig.get()
-    plan_run(cfg, list(hc.overrides.task), Path(hc.run.dir))
+    plan_run(cfg, task_overrides(hc), Path(hc.run.dir))
 
 
 def cli() -> None:
-    """Entry point of ``python -m sweeper.plan``."""
+    """Entry point of ``python -m sweeper.plan``; secrets on the command line become references first
+    (:func:`sweeper.redact.redact_command_line`)."""
+    redact_command_line()
     main()
 
 

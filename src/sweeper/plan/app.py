@@ -19,6 +19,8 @@ import pandas as pd
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from sweeper.redact import task_overrides
+
 #: File names in the output directory.
 CSV, MARKDOWN, PNG = "plan.csv", "plan.md", "plan.png"
 #: Exit status when the command line lacks a value the plan needs (like the main app's refusal before launch).
@@ -61,13 +63,13 @@ class RequireCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         from sweeper.plan.grid import named_keys
 
-        require(named_keys(config.hydra.overrides.task))
+        require(named_keys(task_overrides(config.hydra)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from sweeper.plan.grid import named_keys
 
         params = config.hydra.sweeper.get("params") or {}
-        require(named_keys(config.hydra.overrides.task) | set(params))
+        require(named_keys(task_overrides(config.hydra)) | set(params))
 
 
 def require(named: set[str]) -> None:

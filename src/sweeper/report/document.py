@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sweeper.redact import referenced_variables
 from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
 from sweeper.report.grid import DERIVED, Grid, grid_of, grid_values
 from sweeper.report.headline import answer
@@ -304,6 +305,15 @@ def _replays(records: Sequence[Record], df: pd.DataFrame, max_rows: int | None) 
         for r in shown
     ]
     blocks: list[Block] = [Code("\n\n".join(commands))]
+    secrets = referenced_variables(" ".join(r.replay or "" for r in shown))
+    if secrets:
+        blocks.append(
+            Para(
+                "These commands read secrets from the environment (sweeper never writes one down): set "
+                + ", ".join(code(v) for v in secrets)
+                + " in the shell to the values given to the sweep before running one."
+            )
+        )
     if len(shown) < len(records):
         blocks.append(
             Para(

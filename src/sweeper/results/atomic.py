@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sweeper.redact import scrub
+
 
 def _current_umask() -> int:
     mask = os.umask(0)
@@ -68,16 +70,15 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as indented, key-sorted JSON to ``path`` atomically (see :func:`write_atomic`)."""
-
-    def dump(tmp: Path) -> None:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-
-    write_atomic(path, dump)
+    """Write ``data`` as indented, key-sorted JSON to ``path`` atomically (see :func:`write_atomic`). A secret
+    value still known from the environment is replaced (:func:`sweeper.redact.scrub`: the last guard, should a
+    library's message echo one)."""
+    text = scrub(json.dumps(data, indent=2, sort_keys=True, default=str)) + "\n"
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`write_atomic`)."""
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`write_atomic`), secrets scrubbed as in
+    :func:`write_json_atomic`."""
+    text = scrub(text)
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

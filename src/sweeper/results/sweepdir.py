@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,13 @@ def new_sweep_id() -> str:
     if not os.environ.get(_ENV):
         os.environ[_ENV] = secrets.token_hex(3)
     return os.environ[_ENV]
+
+
+def shell_command(argv: list[str], program: str = "python -m sweeper") -> str:
+    """The command line that ran, each argument shell-quoted (``shlex.quote``): pasted into a shell it runs the
+    same arguments, never a ``$(...)`` or a brace expansion inside one. Secrets are references already
+    (:func:`sweeper.redact.redact_command_line` rewrote ``sys.argv``)."""
+    return " ".join([program, *(shlex.quote(a) for a in argv)])
 
 
 def register_resolver() -> None:
@@ -71,7 +79,7 @@ def open_sweep(
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "mode": mode,
             "n_points": n_points,
-            "command": " ".join(["python -m sweeper", *sys.argv[1:]]),
+            "command": shell_command(sys.argv[1:]),
             "overrides": overrides,
             "resumed": 0,
         }

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sweeper.redact import without_secrets
 from sweeper.results.collect import sweep_info
 from sweeper.tracking.settings import WANDB_SUBDIR, WandbSettings, effective_mode
 
@@ -75,7 +76,8 @@ class RunsWriter:
         cmd = [sys.executable, "-m", "sweeper.tracking", str(writer.sweep_dir), "--mode", mode]
         cmd += ["--project", settings.project] + (["--entity", settings.entity] if settings.entity else [])
         writer._log = _log_file(writer.sweep_dir)
-        env = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}  # the mode is resolved: the child is told
+        # the mode is resolved (the child is told); the writer needs no secret (sweeper.redact)
+        env = {k: v for k, v in without_secrets(os.environ).items() if k != "WANDB_MODE"}
         try:
             writer._proc = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=writer._log or subprocess.DEVNULL, text=True, env=env
