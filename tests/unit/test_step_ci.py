@@ -157,7 +157,8 @@ def test_a_bad_timed_steps_is_refused_by_the_schema_check_and_the_gate():
     assert "timed_steps='lots'" in msg and "auto" in msg
     assert timed_steps_error(True) is not None
 
-    from sweeper.point.gate import InvalidPoint, Target, check
+    from sweeper.grid.target import Target
+    from sweeper.point.gate import InvalidPoint, check
 
     target = Target(launcher="local", device_type="cpu")
     with pytest.raises(InvalidPoint) as e:
