@@ -45,9 +45,9 @@ def main() -> int:
     parser.add_argument("--strategies", action="store_true", help="also FSDP and ZeRO on 2 ranks (tiny model)")
     args = parser.parse_args()
 
+    from sweeper.capacity.arch import Arch
+    from sweeper.capacity.memory import estimate_memory
     from sweeper.grid.spec import PointSpec
-    from sweeper.plan.arch import Arch
-    from sweeper.plan.memory import estimate_memory
     from sweeper.results.collect import collect_records
     from sweeper.units import MIB
 

@@ -40,7 +40,7 @@ def main() -> int:
     parser.add_argument("--reuse", type=Path, help="an existing sweep directory to read instead of running")
     args = parser.parse_args()
 
-    from sweeper.plan.calibrate import calibrated_efficiency
+    from sweeper.capacity.calibrate import calibrated_efficiency
     from sweeper.results.collect import collect_records
     from sweeper.units import GIB
 

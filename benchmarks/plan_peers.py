@@ -7,7 +7,7 @@ ZeRO-1, ZeRO-2, ZeRO-3, FSDP full_shard} x {fp32, bf16 autocast}, batch 4 x 128 
 
 Predicted, for each point, by:
 
-* **sweeper**: ``sweeper.plan.memory.estimate_memory(spec, arch, "cpu")`` (its states and its CPU peak);
+* **sweeper**: ``sweeper.capacity.memory.estimate_memory(spec, arch, "cpu")`` (its states and its CPU peak);
 * **DeepSpeed** 0.19: ``estimate_zero2_model_states_mem_needs`` / ``estimate_zero3_model_states_mem_needs``
   (``cpu_offload=False``), fed by DeepSpeed's own ``model_to_params`` on the instantiated CPU model. ZeRO-2/3 only;
   one model-state total (no breakdown, no activations), for 16-bit weights;
@@ -129,7 +129,7 @@ def _hf_config(spec: Any) -> Any:
 
 def sweeper_answer(spec: Any, arch: Any) -> dict[str, float | None]:
     """Sweeper's states (as the harness counts them) and its CPU peak."""
-    from sweeper.plan.memory import estimate_memory
+    from sweeper.capacity.memory import estimate_memory
 
     est = estimate_memory(spec, arch, "cpu")
     st = est.states
@@ -413,11 +413,11 @@ def seven_b(python: str | None, why_missing: str) -> None:
     import yaml
     from omegaconf import OmegaConf
 
+    from sweeper.capacity.arch import Arch
+    from sweeper.capacity.memory import estimate_memory
     from sweeper.grid.schema import SweeperConfig
     from sweeper.grid.spec import from_config
     from sweeper.paths import conf_dir
-    from sweeper.plan.arch import Arch
-    from sweeper.plan.memory import estimate_memory
     from sweeper.units import GIB
 
     model = yaml.safe_load((conf_dir() / "model" / "llama-2-7b.yaml").read_text())
@@ -469,8 +469,8 @@ def main() -> int:
     import deepspeed
     import transformers
 
+    from sweeper.capacity.arch import Arch
     from sweeper.grid.spec import PointSpec
-    from sweeper.plan.arch import Arch
     from sweeper.results.collect import collect_records
 
     work = Path(tempfile.mkdtemp(prefix="plan_peers_"))

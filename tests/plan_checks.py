@@ -4,9 +4,9 @@ that checking the model costs no extra training run."""
 
 from __future__ import annotations
 
+from sweeper.capacity.arch import Arch
+from sweeper.capacity.memory import estimate_memory
 from sweeper.grid.spec import PointSpec
-from sweeper.plan.arch import Arch
-from sweeper.plan.memory import estimate_memory
 from sweeper.results.record import Record
 
 STATES_TOLERANCE = 0.02

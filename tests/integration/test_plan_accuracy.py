@@ -12,11 +12,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from sweeper.capacity.arch import Arch
+from sweeper.capacity.memory import estimate_memory
 from sweeper.grid.spec import PointSpec
 from sweeper.launchers.local import run_point
 from sweeper.paths import conf_dir
-from sweeper.plan.arch import Arch
-from sweeper.plan.memory import estimate_memory
 from tests.unit.specs import make_spec
 
 pytestmark = pytest.mark.slow

@@ -135,5 +135,5 @@ def test_each_rank_leaves_a_profiler_trace_and_top_ops_table(sweep):
 
 
 def test_the_memory_model_predicts_ddp_and_fsdp_states_and_peak(sweep):
-    """Per-rank model states within 2 % and the CPU peak within 15 % (sweeper.plan.memory), gc on and off."""
+    """Per-rank model states within 2 % and the CPU peak within 15 % (sweeper.capacity.memory), gc on and off."""
     assert_states_and_peak_predicted(sweep.records())

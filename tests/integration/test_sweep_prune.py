@@ -2,7 +2,7 @@
 deliberately small device memory (``cluster.gpu_mem_gib=0.05``, a 51.2 MiB tensor-byte budget per CPU rank): batch 4
 runs, batch 64 is predicted not to fit.
 
-Exactly the points the model (:func:`sweeper.plan.predict.predict`, on the same specs and target) says do not fit
+Exactly the points the model (:func:`sweeper.capacity.predict.predict`, on the same specs and target) says do not fit
 are pruned, the others run ``ok``; every record carries predicted numbers; the results and the report show
 predicted beside measured and list the pruned points apart. A single pruned point exits 2 like a refusal.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from sweeper.capacity.predict import predict
 from sweeper.grid.spec import PointSpec
-from sweeper.plan.predict import predict
 from sweeper.point.lifecycle import target_for
 from tests.conftest import run_sweeper
 

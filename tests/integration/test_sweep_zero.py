@@ -56,5 +56,5 @@ def test_losses_agree_across_zero_stages(sweep):
 
 
 def test_the_memory_model_predicts_each_stage_s_states_and_peak(sweep):
-    """Per-rank model states within 2 % and the CPU peak within 15 % (sweeper.plan.memory), on the measured points."""
+    """Per-rank model states within 2 % and the CPU peak within 15 % (sweeper.capacity.memory), on the measured points."""
     assert_states_and_peak_predicted(sweep.records())

@@ -10,8 +10,9 @@ import pytest
 
 from sweeper.failures.oom import parse_oom
 from sweeper.grid.schema import batch_size_error, help_keys
+from sweeper.grid.target import Target
 from sweeper.point.batch_search import MAX_BATCH, SearchState, Trial, searched_batch, trial_bound
-from sweeper.point.gate import InvalidPoint, Target, check
+from sweeper.point.gate import InvalidPoint, check
 from tests.unit.specs import make_spec
 
 MIB = 2**20

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.point.gate import InvalidPoint, Target, check
+from sweeper.grid.target import Target
+from sweeper.point.gate import InvalidPoint, check
 from tests.unit.specs import make_spec as spec
 
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.24.0", "deepspeed": "0.19.8"}

@@ -197,7 +197,8 @@ def test_when_the_helper_cannot_run_the_gate_says_so_once_and_skips_only_name_an
     tmp_path, monkeypatch, capsys
 ):
     """A missing helper module (a real failed subprocess): one warning, the other rules still run."""
-    from sweeper.point.gate import InvalidPoint, Target, check
+    from sweeper.grid.target import Target
+    from sweeper.point.gate import InvalidPoint, check
 
     monkeypatch.setattr(ta_schema, "HELPER", "sweeper.job.no_such_helper")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sweeper.grid.target import Target
 from sweeper.job.verify import mismatches
-from sweeper.point.gate import InvalidPoint, Target, check
+from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.identity import point_id
 from sweeper.results.mfu import Peak, flops_per_token, gpu_peak, mfu
 from tests.unit.specs import make_spec as spec

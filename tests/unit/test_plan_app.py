@@ -1,5 +1,5 @@
 """``python -m sweeper.plan`` in-process: the planning grid, the rows, the files. Configs are composed by Hydra from
-``conf/plan.yaml`` and the real catalogue; every prediction is the real model's (:mod:`sweeper.plan.predict`)."""
+``conf/plan.yaml`` and the real catalogue; every prediction is the real model's (:mod:`sweeper.capacity.predict`)."""
 
 from __future__ import annotations
 

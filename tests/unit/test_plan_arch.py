@@ -1,4 +1,4 @@
-"""The torch-free model numbers of sweeper.plan.arch equal what transformers instantiates (real models, CPU)."""
+"""The torch-free model numbers of sweeper.capacity.arch equal what transformers instantiates (real models, CPU)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 import yaml
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from sweeper.capacity.arch import Arch, UnknownArchitecture
 from sweeper.paths import conf_dir
-from sweeper.plan.arch import Arch, UnknownArchitecture
 
 SMALL = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=500)
 CASES = [

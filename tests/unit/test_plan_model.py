@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from sweeper.capacity.arch import Arch
+from sweeper.capacity.memory import PHASE_GRADS, estimate_memory, layout, model_states
+from sweeper.capacity.predict import max_batch_size, predict
+from sweeper.capacity.timing import comm_bytes_per_step, estimate_time
+from sweeper.grid.target import Target
 from sweeper.paths import conf_dir
-from sweeper.plan.arch import Arch
-from sweeper.plan.memory import PHASE_GRADS, estimate_memory, layout, model_states
-from sweeper.plan.predict import max_batch_size, predict
-from sweeper.plan.timing import comm_bytes_per_step, estimate_time
-from sweeper.point.gate import Target
 from sweeper.units import GIB
 from tests.unit.specs import make_spec
 

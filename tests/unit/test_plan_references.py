@@ -21,10 +21,10 @@ from accelerate.commands.estimate import estimate_training_usage
 from accelerate.utils import calculate_maximum_sizes
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+from sweeper.capacity.arch import Arch
+from sweeper.capacity.memory import PHASE_LOSS, ModelStates, estimate_memory, layout, model_states
 from sweeper.grid.spec import PointSpec
 from sweeper.paths import conf_dir
-from sweeper.plan.arch import Arch
-from sweeper.plan.memory import PHASE_LOSS, ModelStates, estimate_memory, layout, model_states
 from tests.unit.specs import make_spec
 
 #: Every shipped model config (conf/model/*.yaml), at full size: the references only need parameter counts.

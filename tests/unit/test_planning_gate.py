@@ -1,6 +1,6 @@
 """Pre-flight pruning (gate rule C01) and the predicted numbers every record carries.
 
-The real model (:func:`sweeper.plan.predict.predict`) decides; each test compares the gate's and the record's
+The real model (:func:`sweeper.capacity.predict.predict`) decides; each test compares the gate's and the record's
 answer with it on the same spec and target. GPU targets here are descriptions of a cluster (no GPU is used:
 the prediction is arithmetic), named so in the tests that use them.
 """
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sweeper.capacity.predict import predict
 from sweeper.grid.spec import PointSpec
-from sweeper.plan.predict import predict
-from sweeper.point.gate import InvalidPoint, Target, check, ordered_rules
+from sweeper.grid.target import Target
+from sweeper.point.gate import InvalidPoint, check, ordered_rules
 from sweeper.point.lifecycle import Prepared, begin, internal_error, predicted_for, target_for
 from sweeper.point.rules.planning import size
 from sweeper.results.record import RESULT_FILE, point_dir, read_record

@@ -14,7 +14,7 @@ from sweeper.job.measure import StepTimer, Windows
 from sweeper.point.identity import point_id
 from sweeper.results.frontier import mark_frontier, mark_ties, throughput_interval
 from sweeper.results.ranks import metrics_from_ranks, series_from_ranks, step_statistics, steps_planned
-from sweeper.results.stats import StopRule, binom_half_cdf, median_ci, median_ci_ranks
+from sweeper.results.stats import StopRule, binom_half_cdf, median_ci, median_ci_ranks, stop_rule
 from tests.unit.trainer_loop import run_steps
 
 
@@ -143,11 +143,11 @@ def _auto_spec(**over):
 def test_auto_is_identity_its_budgets_are_not_and_total_steps_counts_the_cap():
     spec = _auto_spec()
     assert spec.timed_auto and spec.timed_steps == 20 and spec.total_steps == 1 + 20 + 1 + 2
-    assert spec.stop_rule() == StopRule(0.02, 8, 20)
+    assert stop_rule(spec) == StopRule(0.02, 8, 20)
     same = _auto_spec(timing={"ci_rel": 0.05, "min_timed_steps": 10, "max_timed_steps": 40})
     assert point_id(same) == point_id(spec)
     fixed20 = _auto_spec(timed_steps=20)
-    assert not fixed20.timed_auto and fixed20.stop_rule() is None
+    assert not fixed20.timed_auto and stop_rule(fixed20) is None
     assert point_id(fixed20) != point_id(spec)
 
 
@@ -157,7 +157,8 @@ def test_a_bad_timed_steps_is_refused_by_the_schema_check_and_the_gate():
     assert "timed_steps='lots'" in msg and "auto" in msg
     assert timed_steps_error(True) is not None
 
-    from sweeper.point.gate import InvalidPoint, Target, check
+    from sweeper.grid.target import Target
+    from sweeper.point.gate import InvalidPoint, check
 
     target = Target(launcher="local", device_type="cpu")
     with pytest.raises(InvalidPoint) as e:

@@ -88,17 +88,6 @@ class PointSpec:
         training after the profile window that follows the window's real end."""
         return self.warmup_steps + int(self.timed_steps) + self.memory_steps + self.profile_steps
 
-    def stop_rule(self) -> Any:
-        """The :class:`sweeper.results.stats.StopRule` of ``timed_steps=auto`` (``timing.*``; the schema's defaults
-        for a key not given), or None for a fixed ``timed_steps``."""
-        if not self.timed_auto:
-            return None
-        from sweeper.grid.schema import TimingConfig
-        from sweeper.results.stats import StopRule
-
-        t = {**asdict(TimingConfig()), **self.timing}
-        return StopRule(float(t["ci_rel"]), int(t["min_timed_steps"]), int(self.timed_steps))
-
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every field (JSON-serialisable)."""
         return asdict(self)

@@ -29,6 +29,7 @@ from transformers import TrainerCallback
 from sweeper.grid.spec import PointSpec
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.ranks import RANK_FILE, STEP_FILE, write_rank_step
+from sweeper.results.stats import stop_rule
 
 __all__ = ["RANK_FILE", "StepProgress", "main", "model_flops_inputs", "run_rank"]
 
@@ -117,7 +118,7 @@ def run_rank(point_dir: Path) -> int:
     out: dict[str, Any] = {"rank": rank, "world_size": world, "pid": os.getpid(), "host": os.uname().nodename}
     phase = PhaseTracker()
     # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.measure.Windows)
-    windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps, spec.stop_rule())
+    windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps, stop_rule(spec))
     timer = StepTimer(windows, use_cuda)
     memory = MemoryWindow(windows, use_cuda, budget)
     limits = [BudgetWindow(range(spec.warmup_steps), budget)] if budget and spec.warmup_steps and not use_cuda else []

@@ -3,7 +3,7 @@ measure the point at it. ``docs/batch-search.md`` is the user's page; :mod:`swee
 trials, :mod:`sweeper.job.batch_trials` runs them.
 
 1. The device budget (``cluster.gpu_mem_gib``) and the search state are written into the point directory; the
-   search is seeded by the memory model's largest batch (:func:`sweeper.plan.predict.max_batch_size`, else 1).
+   search is seeded by the memory model's largest batch (:func:`sweeper.capacity.predict.max_batch_size`, else 1).
 2. The ranks run trials inside one launch, agreeing on each verdict. A rank that runs out of memory mid-step leaves
    its verdict and exits; torchrun stops the others; the driver records that ``oom`` trial and launches the ranks
    again, from the trials so far. All launches of a search together are bounded by ``timeout_s``.
@@ -24,10 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sweeper.grid.target import Target
 from sweeper.launchers.local import LOG_FILE, Launch, launch_ranks, record_launch, run_prepared
 from sweeper.point.batch_search import OOM_FILE, SearchState, Trial
 from sweeper.point.device_budget import write_budget
-from sweeper.point.gate import Target
 from sweeper.point.lifecycle import Prepared, finish
 from sweeper.results.record import Record
 from sweeper.units import format_bytes
@@ -87,10 +87,10 @@ def _default_margin() -> float:
 
 def seed_batch(spec: Any, target: Target) -> tuple[int, str]:
     """The first batch to try and where it comes from: the memory model's largest batch that fits
-    (:func:`sweeper.plan.predict.max_batch_size`), else 1 (no capacity or architecture known to the model, or the
+    (:func:`sweeper.capacity.predict.max_batch_size`), else 1 (no capacity or architecture known to the model, or the
     model predicts that nothing fits: then the search still checks batch 1)."""
     try:
-        from sweeper.plan.predict import max_batch_size
+        from sweeper.capacity.predict import max_batch_size
 
         predicted = max_batch_size(spec, target)
     except Exception as e:  # noqa: BLE001 - a failing prediction must not stop the search
@@ -99,7 +99,7 @@ def seed_batch(spec: Any, target: Target) -> tuple[int, str]:
         return 1, "1 (the memory model knows no capacity or architecture for this point)"
     if predicted < 1:
         return 1, "1 (the memory model predicts that not even one sample fits)"
-    return int(predicted), "sweeper.plan.predict.max_batch_size"
+    return int(predicted), "sweeper.capacity.predict.max_batch_size"
 
 
 def _clear(pdir: Path) -> None:

@@ -2,7 +2,7 @@
 
 A point the gate refuses (``fsdp`` with ``zero>0``, ``bf16`` on a V100, ...) is a row with its status (``invalid`` or
 ``unsupported``), the rule and the reason, and no prediction. Every other point is ``planned``: the memory and time
-model's numbers (:func:`sweeper.plan.predict.predict`), with the same ``predicted_<key>`` column names as a sweep's
+model's numbers (:func:`sweeper.capacity.predict.predict`), with the same ``predicted_<key>`` column names as a sweep's
 ``results.csv`` (:mod:`sweeper.results.row`), except the two the plan is read for first, ``fits`` and
 ``max_per_device_batch_size`` (``results.csv``'s ``predicted_fits`` and ``predicted_max_per_device_batch_size``).
 "Does not fit" is ``fits=False``, never an error; an unknown device peak leaves the throughput columns empty and says
@@ -140,7 +140,7 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     ``per_device_batch_size=auto`` is planned at the largest batch predicted to fit (1 when none does), and gated
     at that batch: in a plan, ``auto`` is the model's answer, not the trial-and-error search a sweep runs.
     """
-    from sweeper.plan.predict import predict, resolve_auto_batch
+    from sweeper.capacity.predict import predict, resolve_auto_batch
 
     target = target_for(spec, "slurm", dict(cluster))
     spec, auto = resolve_auto_batch(spec, target)
@@ -167,10 +167,10 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
 
 def plan_frame(points: Sequence[tuple[PointSpec, Mapping[str, Any]]]) -> pd.DataFrame:
     """The plan: one row per ``(spec, cluster)`` in order. Columns: :data:`COLUMNS`, the model's other
-    ``predicted_*`` columns (every :class:`~sweeper.plan.predict.Prediction` field, even when no row was predicted),
+    ``predicted_*`` columns (every :class:`~sweeper.capacity.predict.Prediction` field, even when no row was predicted),
     then the breakdown's ``predicted_<term>_bytes`` in :data:`TERM_ORDER`. Byte, batch and ``zero`` columns are
     nullable integers, ``fits`` and ``gc`` nullable booleans, GiB columns = bytes / 2**30."""
-    from sweeper.plan.predict import Prediction
+    from sweeper.capacity.predict import Prediction
 
     rows = [plan_row(spec, cluster) for spec, cluster in points]
     seen = dict.fromkeys(_predicted_columns(Prediction().to_record()))

@@ -133,7 +133,7 @@ def header_lines(points: Sequence[tuple[PointSpec, Mapping[str, Any]]], df: pd.D
     """Plain-text lines stating the models, the clusters (device memory as torch reports it and as the vendor
     labels it, the memory a point may use, peaks and bandwidths), the values every row shares, the training run and
     the planning assumptions."""
-    from sweeper.plan.arch import Arch, UnknownArchitecture
+    from sweeper.capacity.arch import Arch, UnknownArchitecture
 
     lines = []
     for spec in {s.model: s for s, _ in points}.values():

@@ -10,7 +10,7 @@ largest batch that fits, ``hi`` the smallest that does not, and the search is do
 
 The next batch (:meth:`SearchState.next_batch`):
 
-1. the seed (the memory model's largest batch, :func:`sweeper.plan.predict.max_batch_size`, else 1);
+1. the seed (the memory model's largest batch, :func:`sweeper.capacity.predict.max_batch_size`, else 1);
 2. *plain* steps: double ``lo`` while nothing has failed, then bisect ``(lo, hi)``;
 3. *fitted* steps: the peaks measured so far are affine in the batch (activations and logits grow linearly), so a line
    through the two largest measured trials (one trial: through the origin, which under-estimates the answer) names the

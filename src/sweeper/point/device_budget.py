@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sweeper.grid.target import Target
 from sweeper.results.atomic import write_json_atomic
-
-if TYPE_CHECKING:  # the ranks import this module for read_budget only: the gate and the model stay out of them
-    from sweeper.point.gate import Target
 
 BUDGET_FILE = "device_budget.json"
 
 
 def budget_record(target: Target) -> dict[str, Any]:
-    """What :data:`BUDGET_FILE` holds: ``capacity_bytes`` (:func:`sweeper.plan.predict.capacity_bytes`: int or None),
-    ``device_type`` and ``source`` (the cluster key it comes from, in words)."""
-    from sweeper.plan.predict import capacity_bytes
+    """What :data:`BUDGET_FILE` holds: ``capacity_bytes`` (:func:`sweeper.capacity.predict.capacity_bytes`: int or
+    None), ``device_type`` and ``source`` (the cluster key it comes from, in words)."""
+    # the ranks import this module for read_budget only: the model stays out of them
+    from sweeper.capacity.predict import capacity_bytes
 
     gib = (target.cluster or {}).get("gpu_mem_gib")
     name = (target.cluster or {}).get("name")

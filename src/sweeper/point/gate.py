@@ -12,11 +12,11 @@ status and the grid goes on (:mod:`sweeper.point.lifecycle`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from sweeper.grid.spec import PointSpec
+from sweeper.grid.target import Target
 
 
 class InvalidPoint(ValueError):
@@ -43,26 +43,6 @@ class InvalidPoint(ValueError):
         self.status = status
         self.kind = kind
         self.rule = rule
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a point would run, as far as the gate needs to know.
-
-    Attributes:
-        launcher: ``local`` or ``slurm``.
-        device_type: ``cpu`` or ``cuda`` (resolved, never ``auto``).
-        gpu_name: the GPU model when known (cluster config or the local device), e.g. ``"NVIDIA H100 80GB HBM3"``.
-        versions: installed library versions by distribution name (``{"torch": "2.13.0", ...}``).
-        cluster: the cluster config as plain data (:class:`sweeper.grid.schema.ClusterConfig` keys: device memory,
-            bandwidths, GPUs per node), for capacity planning; empty when unknown.
-    """
-
-    launcher: str = "local"
-    device_type: str = "cpu"
-    gpu_name: str | None = None
-    versions: Mapping[str, str] = field(default_factory=dict)
-    cluster: Mapping[str, Any] = field(default_factory=dict)
 
 
 #: A rule's check: None when the point passes, else (message, keys involved).

@@ -25,7 +25,8 @@ from typing import Any
 
 from sweeper.envinfo import environment, library_versions
 from sweeper.grid.spec import PointSpec, replay_command
-from sweeper.point.gate import InvalidPoint, Target, check
+from sweeper.grid.target import Target
+from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
 from sweeper.results.atomic import write_error_text, write_json_atomic
@@ -126,7 +127,7 @@ def _base(sweep_id: str, pid: str, overrides: list[str], spec: PointSpec, env: d
 
 def predicted_for(spec: PointSpec, target: Target, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
     """The capacity-planning model's numbers for ``spec`` on ``target``, as ``Record.predicted`` holds them
-    (:meth:`sweeper.plan.predict.Prediction.to_record`: flat JSON, keys without the ``predicted_`` prefix).
+    (:meth:`sweeper.capacity.predict.Prediction.to_record`: flat JSON, keys without the ``predicted_`` prefix).
 
     Throughput needs the device's peak FLOP/s. A CPU has no datasheet peak, so when the model finds none and
     ``metrics`` (a finished point's measurements) holds the matmul peak the point measured for its MFU
@@ -140,7 +141,7 @@ def predicted_for(spec: PointSpec, target: Target, metrics: dict[str, Any] | Non
     becomes a dict with only a ``note`` saying so, since a prediction must never cost a point its record.
     """
     try:
-        from sweeper.plan.predict import predict
+        from sweeper.capacity.predict import predict
 
         pred = predict(spec, target)
         peak = (metrics or {}).get("mfu_peak_flops")

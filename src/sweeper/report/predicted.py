@@ -1,10 +1,10 @@
-"""Predicted beside measured: how far capacity planning's model (:mod:`sweeper.plan.predict`) was from each ``ok``
+"""Predicted beside measured: how far capacity planning's model (:mod:`sweeper.capacity.predict`) was from each ``ok``
 point of the sweep, the efficiency calibrated on them, and the points pruned before launch.
 
 The relative errors are the row's (:mod:`sweeper.results.row`): ``(predicted - measured) / measured``, positive when
 the model over-predicts, for peak memory (``peak_mem_rel_error``: predicted peak tensor bytes per rank against
 ``peak_mem_bytes``) and throughput (``tokens_per_s_per_device_rel_error``). The calibrated efficiency is
-:func:`sweeper.plan.calibrate.calibrated_efficiency` of the records, printed as the ``plan.efficiency=`` override to
+:func:`sweeper.capacity.calibrate.calibrated_efficiency` of the records, printed as the ``plan.efficiency=`` override to
 pass back to ``python -m sweeper.plan``.
 
 Text here is plain (the terminal); :func:`prediction_blocks` returns Markdown in which outside text went through
@@ -94,10 +94,10 @@ def has_predictions(df: pd.DataFrame) -> bool:
 
 
 def calibration(records: Sequence[Record]) -> Any | None:
-    """:func:`sweeper.plan.calibrate.calibrated_efficiency` of ``records`` (efficiency, n, p10, p90, ...), or None
+    """:func:`sweeper.capacity.calibrate.calibrated_efficiency` of ``records`` (efficiency, n, p10, p90, ...), or None
     when there is nothing to calibrate on or the calibration cannot run (never raises: the report must be written)."""
     try:
-        from sweeper.plan.calibrate import calibrated_efficiency
+        from sweeper.capacity.calibrate import calibrated_efficiency
 
         return calibrated_efficiency(list(records))
     except Exception:  # noqa: BLE001 - a report without the calibration line beats no report

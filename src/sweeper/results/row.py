@@ -319,7 +319,7 @@ COLUMNS: tuple[Column, ...] = (
            lambda r: " ".join(r.overrides or [])),
     Column("replay", STR, "", "shell command that runs the point again", "replay"),
     Column("sweep_id", STR, "", "the sweep's id", "sweep_id"),
-    # ---- capacity planning: the model's numbers for the point (sweeper.plan.predict) and its errors ----
+    # ---- capacity planning: the model's numbers for the point (sweeper.capacity.predict) and its errors ----
     Column("predicted_peak_bytes", INT, "bytes", "predicted peak tensor bytes per rank (compare peak_mem_bytes)",
            _predicted("peak_bytes")),
     Column("peak_mem_rel_error", FLOAT, "fraction", "(predicted_peak_bytes - peak_mem_bytes) / peak_mem_bytes, ok "

@@ -25,7 +25,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sweeper.grid.spec import PointSpec
 
 #: Two-sided confidence level of the interval of the median.
 CONFIDENCE = 0.95
@@ -131,3 +135,14 @@ class StopRule:
         if n < max(self.min_steps, MIN_EXACT_N):
             return None
         return "ci" if median_ci(times_s).within(self.ci_rel) else None
+
+
+def stop_rule(spec: PointSpec) -> StopRule | None:
+    """The :class:`StopRule` of ``spec`` with ``timed_steps=auto`` (``timing.*``; the schema's defaults for a key not
+    given, :class:`sweeper.grid.schema.TimingConfig`), or None for a fixed ``timed_steps``."""
+    if not spec.timed_auto:
+        return None
+    from sweeper.grid.schema import TimingConfig  # the schema imports Hydra: only when a rule is asked for
+
+    t = {**asdict(TimingConfig()), **spec.timing}
+    return StopRule(float(t["ci_rel"]), int(t["min_timed_steps"]), int(spec.timed_steps))

@@ -14,7 +14,8 @@ import json
 from typing import Any
 
 from sweeper.grid.spec import PointSpec, dotted_leaves
-from sweeper.point.gate import Target, rule
+from sweeper.grid.target import Target
+from sweeper.point.gate import rule
 from sweeper.point.passthrough import (
     deepspeed_restates,
     effective_training_args,

@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from sweeper.grid.spec import PointSpec
-from sweeper.point.gate import Target, rule
+from sweeper.grid.target import Target
+from sweeper.point.gate import rule
 from sweeper.point.passthrough import INVALID, fsdp_key, fsdp_restates, fsdp_value, fsdp_version, sweeper_fsdp_config
 from sweeper.point.rules.known_keys import FSDP1_ONLY_KEYS, FSDP_CONFIG_DEFAULTS
 

@@ -8,7 +8,8 @@ catches anything these rules miss, after the first step.
 from __future__ import annotations
 
 from sweeper.grid.spec import PointSpec
-from sweeper.point.gate import Target, rule
+from sweeper.grid.target import Target
+from sweeper.point.gate import rule
 from sweeper.point.passthrough import fsdp_key, truth
 
 # GPUs without bf16 (compute capability < 8.0), by name fragment (case P04).

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sweeper.grid.spec import PointSpec
-from sweeper.point.gate import Target, rule
+from sweeper.grid.target import Target
+from sweeper.point.gate import rule
 
 
 @rule("L01", ("nodes", "launcher"), "the local launcher runs one node", "launchers/local")

@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from sweeper.grid.spec import PointSpec
-from sweeper.point.gate import Target, rule
+from sweeper.grid.target import Target
+from sweeper.point.gate import rule
 from sweeper.point.passthrough import training_arg_restates
 from sweeper.point.rules.known_keys import OWNED_TRAINING_ARGS, TIMED_WINDOW_PREFIXES, TIMED_WINDOW_TRAINING_ARGS
 from sweeper.point.rules.ta_schema import conforms, training_args_schema, type_text

@@ -2,7 +2,7 @@
 predicts not to fit in the device's memory is not launched.
 
 It runs after every other rule, so a configuration error is still ``invalid`` and a label the hardware cannot run
-still ``unsupported`` before anything is pruned. The prediction is :func:`sweeper.plan.predict.predict` (formulas
+still ``unsupported`` before anything is pruned. The prediction is :func:`sweeper.capacity.predict.predict` (formulas
 and sources in ``docs/planning.md``): "fits" means the predicted device bytes (peak tensor bytes per rank, plus on a
 GPU the allocator's fragmentation allowance, the CUDA context and NCCL's buffers) are at most the capacity
 (``cluster.gpu_mem_gib``) less the margin (``plan.memory_margin``). A point whose fit is unknown (no capacity, an
@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from sweeper.grid.spec import PointSpec
-from sweeper.point.gate import Target, rule
+from sweeper.grid.target import Target
+from sweeper.point.gate import rule
 from sweeper.units import GIB, MIB
 
 #: The keys a pruned point names: the switch, the capacity, the margin and the batch that sets the size.
@@ -31,7 +32,7 @@ def size(n: float | None) -> str:
 def _prediction(spec: PointSpec, target: Target) -> Any | None:
     """The model's prediction, or None when it failed (a bug there must not refuse a point)."""
     try:
-        from sweeper.plan.predict import predict
+        from sweeper.capacity.predict import predict
 
         return predict(spec, target)
     except Exception:  # noqa: BLE001 - not pruned; lifecycle.predicted_for records the failure in predicted.note
@@ -66,7 +67,7 @@ def pruned_reason(spec: PointSpec, pred: Any) -> str:
     "C01",
     KEYS,
     "with prune=true, a point predicted not to fit in cluster.gpu_mem_gib less plan.memory_margin is not launched",
-    "sweeper.plan.predict (memory model, docs/planning.md); runs after every other rule",
+    "sweeper.capacity.predict (memory model, docs/planning.md); runs after every other rule",
     status="pruned",
 )
 def _predicted_not_to_fit(spec: PointSpec, target: Target):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision, TimingConfig, batch_size_error, timed_steps_error
 from sweeper.grid.spec import PointSpec, model_max_seq_len
-from sweeper.point.gate import Target, rule
+from sweeper.grid.target import Target
+from sweeper.point.gate import rule
 
 
 def _allowed(values: type) -> str:

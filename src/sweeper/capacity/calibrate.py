@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.capacity.arch import Arch, UnknownArchitecture
+from sweeper.capacity.timing import step_flops
 from sweeper.grid.spec import PointSpec
-from sweeper.plan.arch import Arch, UnknownArchitecture
-from sweeper.plan.timing import step_flops
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@
 * Efficiency: the achieved fraction of that peak, recompute included (hardware FLOP utilisation). It defaults to a
   stated value (``plan.efficiency``, 0.4: well-tuned dense LLM training reaches an MFU of 0.4–0.55 on A100/H100,
   PaLM Table 3, Megatron-LM's published runs) and is calibrated on a sweep's ``ok`` points
-  (:mod:`sweeper.plan.calibrate`).
+  (:mod:`sweeper.capacity.calibrate`).
 * Communication per optimizer step, per device, with N ranks in the ring: ring all-reduce moves ``2(N−1)/N · S``
   (S = gradient bytes; Patarasuk & Yuan 2009, NCCL docs); ZeRO-1/2 do a reduce-scatter of gradients plus an
   all-gather of parameters (the same volume, ZeRO paper §7); ZeRO-3 and FSDP ``full_shard`` gather the parameters
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sweeper.plan.arch import Arch
-from sweeper.plan.memory import Layout
+from sweeper.capacity.arch import Arch
+from sweeper.capacity.memory import Layout
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""One point's prediction: memory (:mod:`sweeper.plan.memory`) and time (:mod:`sweeper.plan.timing`) together, for
-the target it would run on. Used by ``python -m sweeper.plan``, by every record (``Record.predicted``) and by the
-gate's pruning rule. Never raises for a point: what cannot be predicted is None with the reason in ``note``.
+"""One point's prediction: memory (:mod:`sweeper.capacity.memory`) and time (:mod:`sweeper.capacity.timing`)
+together, for the target it would run on. Used by ``python -m sweeper.plan``, by every record (``Record.predicted``)
+and by the gate's pruning rule. Never raises for a point: what cannot be predicted is None with the reason in ``note``.
 """
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sweeper.capacity.arch import Arch, UnknownArchitecture
+from sweeper.capacity.memory import estimate_memory, layout
+from sweeper.capacity.timing import estimate_time
 from sweeper.grid.schema import PlanConfig
 from sweeper.grid.spec import PointSpec
-from sweeper.plan.arch import Arch, UnknownArchitecture
-from sweeper.plan.memory import estimate_memory, layout
-from sweeper.plan.timing import estimate_time
-from sweeper.point.gate import Target
+from sweeper.grid.target import Target
 from sweeper.results.mfu import gpu_peak
 from sweeper.units import GIB
 
@@ -40,7 +40,7 @@ class Prediction:
         device_mem_bytes: capacity per device (``cluster.gpu_mem_gib``), None when unknown.
         margin: ``plan.memory_margin`` used for ``fits``.
         fits: ``device_bytes <= device_mem_bytes × (1 − margin)``; None when the capacity is unknown.
-        peak_phase: ``forward-backward`` or ``end of backward`` (sweeper.plan.memory.PHASE_*).
+        peak_phase: ``forward-backward`` or ``end of backward`` (sweeper.capacity.memory.PHASE_*).
         param_bytes_per_rank, grad_bytes_per_rank, optimizer_state_bytes_per_rank: model states (as measured).
         terms: the breakdown of the peak, bytes (GPU-only terms left out on CPU), plus the GPU overheads.
         max_per_device_batch_size: largest micro-batch that fits (None: capacity unknown; 0: none fits).

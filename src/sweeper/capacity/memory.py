@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sweeper.capacity.arch import Arch
 from sweeper.grid.spec import PointSpec
-from sweeper.plan.arch import Arch
 from sweeper.units import GIB
 
 #: Bytes per element of a storage dtype (``model_dtype``) and of a compute precision.
