@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_sweeper
+from tests.conftest import NEEDS_DEV_SLURM, REPO, SLURM_FEW_STEPS, run_sweeper
 
 pytestmark = pytest.mark.slow
 
@@ -112,3 +112,17 @@ def _env() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("SWEEPER_SECRET_")}
+
+
+@pytest.mark.slurm
+@NEEDS_DEV_SLURM
+def test_a_slurm_job_gets_the_secret_from_the_environment_and_writes_it_nowhere(tmp_path):
+    """On SLURM the spec travels pickled by submitit and the job's script is a file of the sweep: both hold only
+    the reference; the ranks (SLURM tasks) get the value through sbatch's exported environment."""
+    run = run_sweeper(
+        ["-m", "launcher=slurm", "cluster=dev", "launcher.poll_interval_s=1", *SLURM_FEW_STEPS, CALLBACK], tmp_path
+    )
+    assert run.proc.returncode == 0, run.output[-3000:]
+    assert [r.status for r in run.records()] == ["ok"], [r.reason for r in run.records()]
+    assert not [s for s in SECRETS if s in run.output]
+    assert _files_with_secrets(tmp_path) == []
