@@ -1,0 +1,81 @@
+"""The user-facing surface is frozen together with ``SCHEMA_VERSION`` (as torchtitan's test_no_new_cli_options.py
+freezes its CLI): every ``SweeperConfig`` key (type and default) and every result column (dtype and unit).
+
+A renamed, removed or retyped key or column fails until ``SCHEMA_VERSION`` (``sweeper/results/row.py``) is bumped
+*and* the golden file is rewritten; an added one fails until the golden file is rewritten (no bump). Rewrite it with
+``SWEEPER_UPDATE_SURFACE=1 pytest tests/unit/test_frozen_surface.py`` and commit it with the change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import typing
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from sweeper.grid.schema import SweeperConfig
+from sweeper.results.row import COLUMNS, SCHEMA_VERSION
+
+GOLDEN = Path(__file__).parent / "golden" / "surface.json"
+
+
+def _type_name(tp: Any) -> str:
+    return str(tp).replace("typing.", "").replace("sweeper.grid.schema.", "").replace("<class '", "").replace("'>", "")
+
+
+def config_surface(cls: type = SweeperConfig, prefix: str = "") -> dict[str, str]:
+    """``{dotted key: "type = default"}`` for every leaf of the schema (nested dataclasses recursed)."""
+    out: dict[str, str] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            out.update(config_surface(tp, f"{prefix}{f.name}."))
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if isinstance(default, Enum):
+            default = default.value
+        out[f"{prefix}{f.name}"] = f"{_type_name(tp)} = {json.dumps(default, default=str)}"
+    return out
+
+
+def column_surface() -> dict[str, str]:
+    """``{column: "dtype [unit]"}`` for every result column."""
+    return {c.name: f"{c.dtype} [{c.unit}]" for c in COLUMNS}
+
+
+def surface() -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "config": config_surface(), "columns": column_surface()}
+
+
+def _changed(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """Keys removed or changed (renames show as a removal): what needs a version bump."""
+    return sorted(k for k in old if k not in new or old[k] != new[k])
+
+
+def test_config_keys_and_result_columns_are_frozen_with_the_schema_version():
+    now = surface()
+    if os.environ.get("SWEEPER_UPDATE_SURFACE"):
+        GOLDEN.write_text(json.dumps(now, indent=2, sort_keys=True) + "\n")
+    golden = json.loads(GOLDEN.read_text())
+    breaking = _changed(golden["config"], now["config"]) + _changed(golden["columns"], now["columns"])
+    if breaking and now["schema_version"] <= golden["schema_version"]:
+        raise AssertionError(
+            f"renamed, removed or retyped without a SCHEMA_VERSION bump: {breaking} "
+            "(bump sweeper.results.row.SCHEMA_VERSION, then rewrite the golden file: see this module's doc)"
+        )
+    assert now == golden, (
+        "the config keys or result columns changed: rewrite tests/unit/golden/surface.json with "
+        "SWEEPER_UPDATE_SURFACE=1 (see this module's doc) and commit it with the change"
+    )
+
+
+def test_the_check_fails_on_a_rename_without_a_bump():
+    """The check itself: a renamed column and a retyped key are breaking, an added one is not."""
+    old = {"a": "int = 1", "b": 'str = "x"'}
+    assert _changed(old, {"a": "int = 1", "b": 'str = "x"', "c": "bool = false"}) == []
+    assert _changed(old, {"a": "int = 1", "b2": 'str = "x"'}) == ["b"]
+    assert _changed(old, {"a": "float = 1", "b": 'str = "x"'}) == ["a"]
