@@ -415,7 +415,7 @@ def seven_b(python: str | None, why_missing: str) -> None:
 
     from sweeper.capacity.arch import Arch
     from sweeper.capacity.memory import estimate_memory
-    from sweeper.grid.schema import SweeperConfig
+    from sweeper.grid.schema import schema_node
     from sweeper.grid.spec import from_config
     from sweeper.paths import conf_dir
     from sweeper.units import GIB
@@ -427,7 +427,7 @@ def seven_b(python: str | None, why_missing: str) -> None:
     print(f"sweeper (estimate_memory, device cuda, capacity {capacity} GiB = torch's total_memory of an H100 80GB):")
     for fsdp, zero in (("none", 0), ("none", 1), ("none", 2), ("none", 3), ("full_shard", 0)):
         for gc in (False, True):
-            base_cfg = OmegaConf.merge(OmegaConf.structured(SweeperConfig), {"model": model})
+            base_cfg = OmegaConf.merge(schema_node(), {"model": model})
             spec = from_config(
                 OmegaConf.merge(
                     base_cfg,

@@ -6,7 +6,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from sweeper.grid.schema import SweeperConfig
+from sweeper.grid.schema import schema_node
 from sweeper.grid.spec import PointSpec, from_config
 
 TINY = {"name": "tiny", "decoder_layer": "LlamaDecoderLayer", "config": {"max_position_embeddings": 2048}}
@@ -15,7 +15,7 @@ TINY = {"name": "tiny", "decoder_layer": "LlamaDecoderLayer", "config": {"max_po
 def make_spec(**overrides: Any) -> PointSpec:
     """The default point of ``conf/config.yaml``'s schema (tiny Llama-style model) with ``overrides`` merged in, as
     Hydra would type them (``make_spec(fsdp="full_shard", gc=True)``)."""
-    return from_config(OmegaConf.merge(OmegaConf.structured(SweeperConfig), {"model": TINY}, overrides))
+    return from_config(OmegaConf.merge(schema_node(), {"model": TINY}, overrides))
 
 
 #: A GPU cluster config (``conf/cluster/*.yaml`` shape): two-node H100 points for sbatch tests.

@@ -38,7 +38,10 @@ NO_BF16 = {"v100-32gb"}
 
 def _cluster(name: str) -> dict:
     """The file read through the typed schema, as Hydra would type it (a wrong key or type raises)."""
-    node = OmegaConf.merge(OmegaConf.structured(ClusterConfig), OmegaConf.load(conf_dir() / "cluster" / f"{name}.yaml"))
+    node = OmegaConf.merge(
+        OmegaConf.structured(ClusterConfig, flags={"readonly": False}),
+        OmegaConf.load(conf_dir() / "cluster" / f"{name}.yaml"),
+    )
     return OmegaConf.to_container(node, resolve=True)
 
 

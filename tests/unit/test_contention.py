@@ -214,7 +214,7 @@ def test_the_threshold_is_a_budget_not_identity():
     from sweeper.point.identity import point_id
 
     a, b = make_spec(), make_spec(timing={"contention_warn_frac": 0.5})
-    assert a.timing["contention_warn_frac"] == 0.1 and b.timing["contention_warn_frac"] == 0.5
+    assert a.timing.contention_warn_frac == 0.1 and b.timing.contention_warn_frac == 0.5
     assert point_id(a) == point_id(b)
 
 

@@ -592,10 +592,10 @@ def test_the_p07_row_names_a_seen_failure_but_never_refuses_before_launch():
 def _point(**kw):
     from omegaconf import OmegaConf
 
-    from sweeper.grid.schema import SweeperConfig
+    from sweeper.grid.schema import schema_node
     from sweeper.grid.spec import from_config
 
-    return from_config(OmegaConf.merge(OmegaConf.structured(SweeperConfig), kw)).to_dict()
+    return from_config(OmegaConf.merge(schema_node(), kw)).to_dict()
 
 
 T03 = dict(gc=True, use_reentrant=True, training_args={"ddp_find_unused_parameters": True})

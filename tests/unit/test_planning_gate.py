@@ -141,8 +141,11 @@ def test_refused_and_internal_error_records_carry_predicted_numbers(tmp_path: Pa
 
 
 def test_a_failing_model_never_costs_the_point_its_record():
-    """A spec the model cannot read (an unknown plan key, which Hydra's schema would refuse) gives a note."""
-    spec = dataclasses.replace(cpu_spec(prune=True), plan={"not_a_setting": 1})
+    """A spec the model cannot read (a plan setting that is not a number, which Hydra's schema would refuse) gives
+    a note."""
+    from sweeper.grid.schema import PlanConfig
+
+    spec = dataclasses.replace(cpu_spec(prune=True), plan=PlanConfig(memory_margin="not a number"))
     target = target_for(spec, "local", SMALL)
     predicted = predicted_for(spec, target)
     assert list(predicted) == ["note"] and "TypeError" in predicted["note"]

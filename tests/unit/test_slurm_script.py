@@ -80,3 +80,23 @@ def test_sacct_lines_are_parsed_into_states_seconds_and_the_current_run_of_a_req
     assert info["102"]["state"] == "RUNNING" and info["102"]["elapsed_s"] == 12  # -D: the last run wins
     assert info["103"]["state"] == "CANCELLED" and info["103"]["time_limit_s"] is None
     assert info["104"]["exit_code"] == "9:0" and info["104"]["time_limit_s"] is None
+
+
+def test_cluster_values_are_taken_as_given_and_the_schema_fills_the_rest():
+    """A typed cluster config, no ``or <default>`` fallbacks: ``signal_delay_s=0`` (no early signal) stays 0, an
+    explicit time limit wins over the point's timeout, and keys not given take the schema's defaults (30 s, 64 at
+    once, 1 CPU per task); a key the schema does not have is refused."""
+    import pytest
+
+    from sweeper.launchers.slurm.submit import job_callable
+
+    spec = _spec(timeout_s=601)
+    zero = executor_parameters({"name": "c", "signal_delay_s": 0, "time_limit_min": 3}, spec, n_tasks=1)
+    assert zero["signal_delay_s"] == 0 and zero["time"] == 3
+    bare = executor_parameters({"name": "c"}, spec, n_tasks=1)
+    assert (bare["signal_delay_s"], bare["array_parallelism"], bare["cpus_per_task"], bare["time"]) == (30, 64, 1, 11)
+    assert (job_callable({"name": "c"}).max_requeues, job_callable({"name": "c"}).signal_delay_s) == (2, 30)
+    given = job_callable({"name": "c", "max_requeues": 0, "signal_delay_s": 0})
+    assert (given.max_requeues, given.signal_delay_s) == (0, 0)
+    with pytest.raises(TypeError, match="no key gpus"):
+        executor_parameters({"name": "c", "gpus": 8}, spec, n_tasks=1)

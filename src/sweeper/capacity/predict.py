@@ -22,12 +22,8 @@ MAX_BATCH = 1 << 16
 
 
 def plan_settings(spec: PointSpec) -> PlanConfig:
-    """``spec.plan`` as a :class:`~sweeper.grid.schema.PlanConfig` (defaults for missing keys).
-
-    Raises:
-        TypeError: an unknown key (Hydra's schema refuses it before a spec exists; a hand-made spec may not).
-    """
-    return PlanConfig(**(spec.plan or {}))
+    """``spec.plan``: capacity planning's assumptions (:class:`~sweeper.grid.schema.PlanConfig`)."""
+    return spec.plan
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ def _peak(spec: PointSpec, target: Target, measured: float | None, measured_sour
         return measured, measured_source or "measured"
     if target.device_type != "cuda":
         return None, "no datasheet peak for a CPU: throughput is predicted after the run, from its measured peak"
-    name = target.gpu_name or target.cluster.get("gpu_name")
+    name = target.gpu_name or target.cluster.gpu_name
     if not name:
         return None, "the cluster names no gpu_name: no peak FLOP/s, so no throughput prediction"
     p = gpu_peak(name, spec.precision)
@@ -121,7 +117,7 @@ def _fits(device_bytes: int, capacity: int | None, margin: float) -> bool | None
 
 def capacity_bytes(target: Target) -> int | None:
     """Device memory per rank from the cluster config (``gpu_mem_gib`` × 2**30 bytes), or None."""
-    gib = target.cluster.get("gpu_mem_gib")
+    gib = target.cluster.gpu_mem_gib
     return int(float(gib) * GIB) if gib else None
 
 
@@ -196,8 +192,8 @@ def predict(
             peak_flops=peak,
             efficiency=settings.efficiency,
             comm_overlap=settings.comm_overlap,
-            intra_bw_gb_s=cluster.get("intra_node_bandwidth_gb_s"),
-            inter_bw_gb_s=cluster.get("inter_node_bandwidth_gb_s"),
+            intra_bw_gb_s=cluster.intra_node_bandwidth_gb_s,
+            inter_bw_gb_s=cluster.inter_node_bandwidth_gb_s,
         )
         world = spec.ranks_per_node * spec.nodes
         seconds = spec.train_tokens / (t.tokens_per_s_per_device * world)

@@ -12,11 +12,16 @@ This module imports neither torch nor transformers: composing a 1,000-point grid
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+
+from sweeper.grid.sections import ClusterConfig, PlanConfig, TimingConfig, from_mapping
+
+__all__ = ["ClusterConfig", "PlanConfig", "SweeperConfig", "TimingConfig", "from_mapping"]
 
 
 class Fsdp(str, Enum):
@@ -68,51 +73,6 @@ class ModelConfig:
 
 
 @dataclass
-class ClusterConfig:
-    """Where SLURM jobs go and what each asks for (``cluster=<name>``, files in ``conf/cluster/``).
-
-    Names follow sbatch (https://slurm.schedmd.com/sbatch.html); ranks per node and nodes belong to the point.
-    """
-
-    name: str = "local"
-    # sbatch --partition / --account / --qos / --constraint
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    # GPUs per node (sbatch --gpus-per-node); 0 = CPU ranks
-    gpus_per_node: int = 0
-    # the partition's GPU model, e.g. "NVIDIA H100 80GB HBM3": bf16 support (case P04), memory lines in the report
-    gpu_name: str | None = None
-    # memory per device as torch reports it (torch.cuda.get_device_properties().total_memory), GiB (2**30 bytes):
-    # capacity planning's "fits", pruning and the report's memory line. On CPU ranks (gpus_per_node=0) a value here
-    # is a tensor-byte budget per rank that the harness enforces like a GPU's memory (tests, demos); null = none.
-    gpu_mem_gib: float | None = None
-    # the vendor's label for that memory, decimal GB ("80" for an "80 GB" card), shown beside gpu_mem_gib
-    gpu_mem_vendor_gb: float | None = None
-    # collective bandwidth per device inside one node and between nodes, GB/s (10**9 bytes/s), as NCCL's
-    # all_reduce_perf "busbw" reports it; null = communication is not modelled (plan says so)
-    intra_node_bandwidth_gb_s: float | None = None
-    inter_node_bandwidth_gb_s: float | None = None
-    # sbatch --cpus-per-task (per rank)
-    cpus_per_task: int = 1
-    # sbatch --mem, per node, sbatch syntax ("4G", "500M"); null = the partition's default
-    mem: str | None = None
-    # sbatch --time in minutes; null = ceil(timeout_s / 60) of the point
-    time_limit_min: int | None = None
-    # sbatch --array=...%P: how many points run at once
-    array_parallelism: int = 64
-    # shell lines run before the job in the sbatch script (module loads, venv activation)
-    setup: list[str] = field(default_factory=list)
-    # any other sbatch parameter, e.g. {exclusive: true, reservation: abc}
-    sbatch_extra: dict[str, Any] = field(default_factory=dict)
-    # seconds before the time limit that SLURM signals the job (USR2) so it records a timeout itself
-    signal_delay_s: int = 30
-    # times a preempted point is requeued before it is recorded as preempted
-    max_requeues: int = 2
-
-
-@dataclass
 class LauncherConfig:
     """How points are launched: ``launcher=local`` (ranks on this machine) or ``launcher=slurm``."""
 
@@ -123,28 +83,6 @@ class LauncherConfig:
     poll_interval_s: float = 5.0
     # re-launch points whose final status is one of these when resuming a sweep directory (e.g. [error, oom])
     rerun_statuses: list[str] = field(default_factory=list)
-
-
-@dataclass
-class PlanConfig:
-    """Capacity planning's assumptions (``plan.<key>=V``); see ``docs/planning.md`` for each one's source.
-
-    None of these changes what a point runs, so none is part of a point's identity.
-    """
-
-    # achieved fraction of the device's dense peak FLOP/s in the compute dtype, recompute included (hardware FLOP
-    # utilisation); a sweep prints the value calibrated on its ok points, to pass back here
-    efficiency: float = 0.4
-    # fraction of a step's compute time that can hide communication (the backward pass is 2/3 of the FLOPs)
-    comm_overlap: float = 0.67
-    # fraction of device memory held back when deciding "fits" (pruning, largest batch)
-    memory_margin: float = 0.05
-    # allocator reserve over the allocated peak (reserved / allocated - 1), GPU only
-    fragmentation: float = 0.1
-    # per-process CUDA context (not in max_memory_allocated), GiB, GPU only
-    cuda_context_gib: float = 0.5
-    # NCCL's buffers per rank when world size > 1, GiB, GPU only
-    nccl_gib: float = 0.25
 
 
 class WandbMode(str, Enum):
@@ -165,30 +103,6 @@ class WandbConfig:
     # the W&B project and entity (team or user; null: the API key's default entity)
     project: str = "sweeper"
     entity: str | None = None
-
-
-@dataclass
-class TimingConfig:
-    """How ``timed_steps=auto`` sizes the timed window (``timing.<key>=V``; docs/measurement.md).
-
-    After each timed step the window ends once the 95 % confidence interval of the median step time (order
-    statistics, :mod:`sweeper.results.stats`) lies within ``±ci_rel`` of the median, with at least
-    ``min_timed_steps`` steps, or at ``max_timed_steps``. Budgets: none is part of a point's identity (the
-    procedure ``timed_steps=auto`` is). Ignored with a fixed ``timed_steps``, except ``contention_warn_frac``, which
-    applies to every point: above it a point is marked ``contended`` (a rank's training thread waited that share of the
-    timed window for a CPU, ``runqueue_wait_frac``; docs/measurement.md, "Contention").
-    """
-
-    # allowed deviation of each bound of the median's 95 % interval from the median (fraction: 0.02 = ±2 %)
-    ci_rel: float = 0.02
-    # fewest timed steps (at least 3; the 95 % interval needs 6)
-    min_timed_steps: int = 8
-    # most timed steps (the cap; the Trainer's max_steps counts it)
-    max_timed_steps: int = 64
-    # a point whose runqueue_wait_frac (share of the timed window a rank's training thread waited for a CPU, max
-    # over ranks) is above this is marked contended (fraction: 0.1 = 10 %; an idle 2-core machine running 2 ranks
-    # measures ~4 %); every point, fixed timed_steps too
-    contention_warn_frac: float = 0.1
 
 
 @dataclass
@@ -312,7 +226,6 @@ def timed_steps_error(value: object) -> str | None:
 def help_keys(width: int = 110) -> str:
     """The grid keys and their allowed values for ``--help``, derived from this schema (enums, bools, ZeRO stages),
     so the help never lists a value the schema refuses."""
-    import dataclasses
     import typing
 
     hints = typing.get_type_hints(SweeperConfig)
@@ -336,6 +249,25 @@ def help_keys(width: int = 110) -> str:
     return "\n".join([*lines, line])
 
 
+def schema_node() -> Any:
+    """The schema as an OmegaConf node that the command line can override: the sections the point spec and the
+    target hold as frozen dataclasses (``cluster``, ``plan``, ``timing``) would otherwise be read-only nodes
+    (OmegaConf makes a frozen dataclass read-only); their values are still typed and validated."""
+    from omegaconf import DictConfig, OmegaConf
+
+    node = OmegaConf.structured(SweeperConfig, flags={"readonly": False})
+
+    def writable(n: Any) -> None:
+        for key in n:
+            child = n._get_node(key)
+            if isinstance(child, DictConfig):
+                OmegaConf.set_readonly(child, None)  # inherit the root's "writable"
+                writable(child)
+
+    writable(node)
+    return node
+
+
 def register_configs() -> None:
     """Register the schema as ``sweeper_schema`` (used by ``conf/config.yaml``'s defaults list) and every named
     grid in ``sweeps/*.yaml`` as an option of the ``sweeps`` group (``+sweeps=fsdp-gc``)."""
@@ -346,7 +278,7 @@ def register_configs() -> None:
     if not OmegaConf.has_resolver("sweeper_help_keys"):
         OmegaConf.register_new_resolver("sweeper_help_keys", lambda: help_keys().replace("\n", "\n  "))
     cs = ConfigStore.instance()
-    cs.store(name="sweeper_schema", node=SweeperConfig)
+    cs.store(name="sweeper_schema", node=schema_node())
     for path in sorted(sweeps_dir().glob("*.yaml")):
         cs.store(group="sweeps", name=path.stem, node=OmegaConf.load(path), package="_global_")
     cs.store(

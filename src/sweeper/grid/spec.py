@@ -13,6 +13,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from sweeper.grid.sections import PlanConfig, TimingConfig, from_mapping
 from sweeper.redact import redact_tree
 
 #: Spec fields that hold user text as trees (passthrough dicts, callbacks): where a secret may be given.
@@ -60,11 +61,17 @@ class PointSpec:
     host_mem_limit_gib: float | None = None
     prune: bool = False
     train_tokens: float = 1.0e12
-    plan: dict[str, Any] = field(default_factory=dict)
-    # timed_steps=auto: the timed window ends when the median is known within timing["ci_rel"] (identity)
+    plan: PlanConfig = field(default_factory=PlanConfig)  # capacity planning's assumptions (budgets, not identity)
+    # timed_steps=auto: the timed window ends when the median is known within timing.ci_rel (identity)
     timed_auto: bool = False
-    # ci_rel, min_timed_steps, max_timed_steps (sweeper.grid.schema.TimingConfig; budgets, not identity)
-    timing: dict[str, Any] = field(default_factory=dict)
+    # ci_rel, min/max_timed_steps, contention_warn_frac (budgets, not identity)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+
+    def __post_init__(self) -> None:
+        # plain data (a composed config's container, a spec.json of any version: partial sections) becomes the
+        # frozen sections, the schema's defaults for the keys not given; an unknown key raises TypeError
+        object.__setattr__(self, "plan", from_mapping(PlanConfig, self.plan))
+        object.__setattr__(self, "timing", from_mapping(TimingConfig, self.timing))
 
     @property
     def world_size(self) -> int:
@@ -94,7 +101,12 @@ class PointSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PointSpec:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`; also reads the specs of earlier versions, whose ``plan``/``timing`` held only
+        the keys given (the schema's defaults fill the rest).
+
+        Raises:
+            TypeError: a key the spec (or its ``plan``/``timing`` section) does not have.
+        """
         return cls(**data)
 
 
@@ -112,12 +124,10 @@ def from_config(cfg: Any) -> PointSpec:
     cfg = dict(cfg)
     cfg.pop("hydra", None)
     model = cfg.pop("model")
-    if cfg.get("timed_steps") == "auto":  # the procedure is the identity; its cap sizes the windows (total_steps)
-        cfg["timed_auto"] = True
-        from sweeper.grid.schema import TimingConfig
-
-        cfg["timed_steps"] = int((cfg.get("timing") or {}).get("max_timed_steps", TimingConfig.max_timed_steps))
     fields = {k: _plain(v) for k, v in cfg.items() if k in PointSpec.__dataclass_fields__}
+    if fields.get("timed_steps") == "auto":  # the procedure is the identity; its cap sizes the windows (total_steps)
+        fields["timed_auto"] = True
+        fields["timed_steps"] = from_mapping(TimingConfig, fields.get("timing")).max_timed_steps
     # secrets (hub_token, a callback's api_key, ...) stay references to the environment (sweeper.redact)
     for key in _USER_TREES:
         if key in fields:

@@ -71,18 +71,12 @@ def run_searched(prepared: Prepared) -> Record:
 def _initial_state(pdir: Path, prepared: Prepared, capacity: int | None) -> SearchState:
     """The state of an earlier search of this point under the same capacity and margin, else a new one seeded by
     the memory model."""
-    margin = float((prepared.spec.plan or {}).get("memory_margin", _default_margin()))
+    margin = float(prepared.spec.plan.memory_margin)
     old = SearchState.read(pdir)
     if old is not None and old.margin == margin and (capacity is None or old.capacity_bytes == capacity):
         return old
     seed, source = seed_batch(prepared.spec.with_batch(1), prepared.target)
     return SearchState(capacity, margin, seed, source)
-
-
-def _default_margin() -> float:
-    from sweeper.grid.schema import PlanConfig
-
-    return PlanConfig().memory_margin
 
 
 def seed_batch(spec: Any, target: Target) -> tuple[int, str]:

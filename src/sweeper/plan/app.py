@@ -19,6 +19,7 @@ import pandas as pd
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from sweeper.grid.schema import ClusterConfig
 from sweeper.redact import task_overrides
 
 #: File names in the output directory.
@@ -125,12 +126,12 @@ def _title(df: pd.DataFrame) -> str:
     return f"Capacity plan: {models} on {clusters}"
 
 
-def _devices(points: Sequence[tuple[Any, dict[str, Any]]]) -> list[tuple[str, float]]:
+def _devices(points: Sequence[tuple[Any, ClusterConfig]]) -> list[tuple[str, float]]:
     """(label, GiB) of each cluster's device memory for the plot: torch's GiB and the vendor's label."""
     out = {}
     for _, c in points:
-        gib = c.get("gpu_mem_gib")
+        gib = c.gpu_mem_gib
         if gib:
-            vendor = f', sold as "{c["gpu_mem_vendor_gb"]:g} GB"' if c.get("gpu_mem_vendor_gb") else ""
-            out[(c.get("name"), gib)] = (f"{c.get('name')}: {gib:g} GiB{vendor}", float(gib))
+            vendor = f', sold as "{c.gpu_mem_vendor_gb:g} GB"' if c.gpu_mem_vendor_gb else ""
+            out[(c.name, gib)] = (f"{c.name}: {gib:g} GiB{vendor}", float(gib))
     return list(out.values())

@@ -18,10 +18,12 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from sweeper.grid.sections import ClusterConfig, from_mapping
 from sweeper.grid.spec import PointSpec, from_config
 
 #: The default engines, (fsdp, zero): DDP, ZeRO-1/2/3, FSDP full_shard and shard_grad_op. ``hybrid_shard`` is left
@@ -72,17 +74,17 @@ def expand(configs: Sequence[DictConfig], named: set[str]) -> list[DictConfig]:
     return out
 
 
-def plan_points(configs: Sequence[DictConfig]) -> list[tuple[PointSpec, dict[str, Any]]]:
+def plan_points(configs: Sequence[DictConfig]) -> list[tuple[PointSpec, ClusterConfig]]:
     """``(spec, cluster)`` for each config, in order, the same point twice kept once (as a sweep does).
 
-    ``cluster`` is the point's cluster config as plain data (:class:`sweeper.grid.schema.ClusterConfig` keys).
+    ``cluster`` is the point's cluster config (:class:`sweeper.grid.schema.ClusterConfig`).
     """
     seen: set[str] = set()
     out = []
     for cfg in configs:
         spec = from_config(cfg)
-        cluster = OmegaConf.to_container(cfg.cluster, resolve=True)
-        key = json.dumps([spec.to_dict(), cluster], sort_keys=True, default=str)
+        cluster = from_mapping(ClusterConfig, OmegaConf.to_container(cfg.cluster, resolve=True))
+        key = json.dumps([spec.to_dict(), asdict(cluster)], sort_keys=True, default=str)
         if key not in seen:
             seen.add(key)
             out.append((spec, cluster))

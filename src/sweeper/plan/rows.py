@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.grid.schema import ClusterConfig
 from sweeper.grid.spec import PointSpec
 from sweeper.plan.grid import engine_label
 from sweeper.point.gate import InvalidPoint, check
@@ -108,11 +109,11 @@ def _term_order(column: str) -> int:
     return TERM_ORDER.index(term) if term in TERM_ORDER else len(TERM_ORDER)
 
 
-def _spec_columns(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
+def _spec_columns(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
     return {
         "model": spec.model,
-        "cluster": cluster.get("name"),
-        "gpu_name": cluster.get("gpu_name"),
+        "cluster": cluster.name,
+        "gpu_name": cluster.gpu_name,
         "engine": engine_label(spec.fsdp, spec.zero),
         "fsdp": spec.fsdp,
         "zero": spec.zero,
@@ -133,7 +134,7 @@ def _predicted_columns(record: Mapping[str, Any]) -> dict[str, Any]:
     return {k if k in _UNPREFIXED else f"predicted_{k}": v for k, v in record.items()}
 
 
-def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
+def plan_row(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
     """The plan's row of one point (see the module doc). Never raises for a point: a refusal is a row, and so is a
     failure of the model itself (``status="error"``, the exception in ``reason``).
 
@@ -142,7 +143,7 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     """
     from sweeper.capacity.predict import predict, resolve_auto_batch
 
-    target = target_for(spec, "slurm", dict(cluster))
+    target = target_for(spec, "slurm", cluster)
     spec, auto = resolve_auto_batch(spec, target)
     row = _spec_columns(spec, cluster)
     try:
@@ -165,7 +166,7 @@ def plan_row(spec: PointSpec, cluster: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def plan_frame(points: Sequence[tuple[PointSpec, Mapping[str, Any]]]) -> pd.DataFrame:
+def plan_frame(points: Sequence[tuple[PointSpec, ClusterConfig]]) -> pd.DataFrame:
     """The plan: one row per ``(spec, cluster)`` in order. Columns: :data:`COLUMNS`, the model's other
     ``predicted_*`` columns (every :class:`~sweeper.capacity.predict.Prediction` field, even when no row was predicted),
     then the breakdown's ``predicted_<term>_bytes`` in :data:`TERM_ORDER`. Byte, batch and ``zero`` columns are

@@ -9,12 +9,12 @@ with rich's markup off.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from sweeper.grid.schema import PlanConfig
+from sweeper.grid.schema import ClusterConfig, PlanConfig
 from sweeper.grid.spec import PointSpec
 from sweeper.plan.rows import term_columns
 from sweeper.report import md
@@ -129,7 +129,7 @@ def notes(df: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(str(v) for v in df["predicted_note"] if not missing(v)))
 
 
-def header_lines(points: Sequence[tuple[PointSpec, Mapping[str, Any]]], df: pd.DataFrame) -> list[str]:
+def header_lines(points: Sequence[tuple[PointSpec, ClusterConfig]], df: pd.DataFrame) -> list[str]:
     """Plain-text lines stating the models, the clusters (device memory as torch reports it and as the vendor
     labels it, the memory a point may use, peaks and bandwidths), the values every row shares, the training run and
     the planning assumptions."""
@@ -147,14 +147,14 @@ def header_lines(points: Sequence[tuple[PointSpec, Mapping[str, Any]]], df: pd.D
         except (UnknownArchitecture, KeyError, TypeError, ValueError) as e:
             lines.append(f"Model {spec.model} ({spec.model_type}): no parameter count ({e})")
     planned = df[df["status"] == "planned"]
-    for name, cluster in {c.get("name"): c for _, c in points}.items():
+    for name, cluster in {c.name: c for _, c in points}.items():
         lines.extend(_cluster_lines(name, cluster, df[df["cluster"] == name], planned))
     fixed = [f"{k}={cli(df[k].iloc[0])}" for k in VARYING[2:] if k not in varying(df)]
     if fixed:
         lines.append("Every row: " + ", ".join(fixed))
     lines.append(f"Training run: train_tokens={_tokens(df['train_tokens'])} tokens (days and GPU-hours below)")
     for settings in {repr(s.plan): s.plan for s, _ in points}.values():
-        p = PlanConfig(**(settings or {}))
+        p = settings
         lines.append(
             "Assumptions: "
             + ", ".join(f"plan.{k}={getattr(p, k):g}" for k in ASSUMPTIONS)
@@ -163,12 +163,12 @@ def header_lines(points: Sequence[tuple[PointSpec, Mapping[str, Any]]], df: pd.D
     return lines
 
 
-def _cluster_lines(name: Any, cluster: Mapping[str, Any], rows: pd.DataFrame, planned: pd.DataFrame) -> list[str]:
-    gpu = cluster.get("gpu_name") or "no GPU named (cluster.gpu_name)"
+def _cluster_lines(name: Any, cluster: ClusterConfig, rows: pd.DataFrame, planned: pd.DataFrame) -> list[str]:
+    gpu = cluster.gpu_name or "no GPU named (cluster.gpu_name)"
     ranks = sorted({(int(n), int(r)) for n, r in zip(rows["nodes"], rows["ranks_per_node"], strict=True)})
     shapes = ", ".join(f"{n} node(s) x {r} ranks = {n * r} devices" for n, r in ranks)
-    out = [f"Cluster {name}: {gpu}, {cluster.get('gpus_per_node')} GPUs per node; planned on {shapes}"]
-    gib, vendor = cluster.get("gpu_mem_gib"), cluster.get("gpu_mem_vendor_gb")
+    out = [f"Cluster {name}: {gpu}, {cluster.gpus_per_node} GPUs per node; planned on {shapes}"]
+    gib, vendor = cluster.gpu_mem_gib, cluster.gpu_mem_vendor_gb
     if gib:
         label = f'the vendor labels it "{vendor:g} GB"' if vendor else "no vendor label given"
         margins = sorted({float(m) for m in planned["predicted_margin"].dropna()}) or [PlanConfig().memory_margin]
@@ -184,7 +184,7 @@ def _cluster_lines(name: Any, cluster: Mapping[str, Any], rows: pd.DataFrame, pl
         flops, source = grp["predicted_peak_flops"].iloc[0], grp["predicted_peak_source"].iloc[0]
         peak = f"{float(flops) / 1e12:,.1f} TFLOP/s" if not missing(flops) else "unknown"
         out.append(f"Device peak {precision}: {peak} ({text(source)})")
-    intra, inter = cluster.get("intra_node_bandwidth_gb_s"), cluster.get("inter_node_bandwidth_gb_s")
+    intra, inter = cluster.intra_node_bandwidth_gb_s, cluster.inter_node_bandwidth_gb_s
     out.append(
         f"Collective bandwidth per device (NCCL busbw, GB/s = 10^9 bytes/s): {_bw(intra)} inside a node, "
         f"{_bw(inter)} across nodes"

@@ -25,8 +25,8 @@ def budget_record(target: Target) -> dict[str, Any]:
     # the ranks import this module for read_budget only: the model stays out of them
     from sweeper.capacity.predict import capacity_bytes
 
-    gib = (target.cluster or {}).get("gpu_mem_gib")
-    name = (target.cluster or {}).get("name")
+    gib = target.cluster.gpu_mem_gib
+    name = target.cluster.name
     return {
         "capacity_bytes": capacity_bytes(target),
         "device_type": target.device_type,

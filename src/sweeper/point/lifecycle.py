@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sweeper.envinfo import environment, library_versions
+from sweeper.grid.sections import ClusterConfig, from_mapping
 from sweeper.grid.spec import PointSpec, replay_command
 from sweeper.grid.target import Target
 from sweeper.point.gate import InvalidPoint, check
@@ -43,17 +45,21 @@ from sweeper.results.record import (
 SPEC_FILE = "spec.json"
 
 
-def target_for(spec: PointSpec, launcher: str, cluster: dict[str, Any] | None = None) -> Target:
-    """Where ``spec`` would run: the local machine (``launcher="local"``) or a SLURM cluster config.
+def target_for(spec: PointSpec, launcher: str, cluster: ClusterConfig | Mapping[str, Any] | None = None) -> Target:
+    """Where ``spec`` would run: the local machine (``launcher="local"``) or a SLURM cluster config (plain data of
+    :class:`~sweeper.grid.schema.ClusterConfig`, or one).
 
     The local device comes from ``spec.device`` (``auto`` resolved without torch); a cluster's device from its
     ``gpus_per_node`` and ``gpu_name``.
+
+    Raises:
+        TypeError: a cluster key the schema does not have.
     """
-    cluster = dict(cluster or {})
+    typed = from_mapping(ClusterConfig, cluster)
     if launcher == "slurm":
-        device = "cuda" if cluster.get("gpus_per_node") else "cpu"
-        return Target("slurm", device, cluster.get("gpu_name"), library_versions(), cluster)
-    return Target("local", local_device_type(spec.device), None, library_versions(), cluster)
+        device = "cuda" if typed.gpus_per_node else "cpu"
+        return Target("slurm", device, typed.gpu_name, library_versions(), typed)
+    return Target("local", local_device_type(spec.device), None, library_versions(), typed)
 
 
 @dataclass
@@ -92,13 +98,7 @@ class Prepared:
             point_id=self.point_id,
             overrides=list(self.overrides),
             spec=self.spec.to_dict(),
-            target=dict(
-                launcher=self.target.launcher,
-                device_type=self.target.device_type,
-                gpu_name=self.target.gpu_name,
-                versions=dict(self.target.versions),
-                cluster=dict(self.target.cluster),
-            ),
+            target=self.target.to_dict(),
         )
 
     @classmethod

@@ -220,11 +220,8 @@ def runqueue_wait_frac(ranks: list[dict[str, Any]]) -> float | None:
 
 def contention_warn_frac(spec: PointSpec) -> float:
     """The threshold above which a point is ``contended``: ``timing.contention_warn_frac`` of the spec, else the
-    schema's default (:class:`sweeper.grid.schema.TimingConfig`, 0.05)."""
-    from sweeper.grid.schema import TimingConfig
-
-    value = _number((spec.timing or {}).get("contention_warn_frac"))
-    return TimingConfig.contention_warn_frac if value is None else value
+    schema's default (:class:`sweeper.grid.schema.TimingConfig`)."""
+    return float(spec.timing.contention_warn_frac)
 
 
 def metrics_from_ranks(spec: PointSpec, ranks: list[dict[str, Any]]) -> dict[str, Any]:

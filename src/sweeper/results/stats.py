@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -142,7 +142,4 @@ def stop_rule(spec: PointSpec) -> StopRule | None:
     given, :class:`sweeper.grid.schema.TimingConfig`), or None for a fixed ``timed_steps``."""
     if not spec.timed_auto:
         return None
-    from sweeper.grid.schema import TimingConfig  # the schema imports Hydra: only when a rule is asked for
-
-    t = {**asdict(TimingConfig()), **spec.timing}
-    return StopRule(float(t["ci_rel"]), int(t["min_timed_steps"]), int(spec.timed_steps))
+    return StopRule(float(spec.timing.ci_rel), int(spec.timing.min_timed_steps), int(spec.timed_steps))

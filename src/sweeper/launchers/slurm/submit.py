@@ -18,6 +18,7 @@ import pickle
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
+from sweeper.grid.sections import ClusterConfig, from_mapping
 from sweeper.grid.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import SLURM_DIR, add_submitted, read_submitted, reconcile, sacct
 from sweeper.point.gate import InvalidPoint
@@ -49,31 +51,47 @@ def check_picklable(obj: Any, what: str) -> None:
         raise PayloadNotPicklable(f"{what} cannot be sent to SLURM: {type(e).__name__}: {e}") from e
 
 
-def executor_parameters(cluster: dict[str, Any], spec: PointSpec, n_tasks: int) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters for points shaped like ``spec`` (sbatch names in the comments)."""
-    limit_min = cluster.get("time_limit_min") or max(1, math.ceil(spec.timeout_s / 60))
+def executor_parameters(cluster: ClusterConfig | Mapping[str, Any], spec: PointSpec, n_tasks: int) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for points shaped like ``spec`` (sbatch names in the comments), from the
+    cluster's typed config (the schema's defaults for what it does not say; ``time_limit_min=null`` is derived from
+    the point's ``timeout_s``, rounded up to whole minutes).
+
+    Raises:
+        TypeError: a cluster key the schema does not have.
+    """
+    c = from_mapping(ClusterConfig, cluster)
+    limit_min = c.time_limit_min if c.time_limit_min is not None else max(1, math.ceil(spec.timeout_s / 60))
     params: dict[str, Any] = dict(
         nodes=spec.nodes,  # --nodes
         ntasks_per_node=spec.ranks_per_node,  # --ntasks-per-node: one task per rank
-        cpus_per_task=cluster.get("cpus_per_task") or 1,
+        cpus_per_task=int(c.cpus_per_task),
         time=int(limit_min),  # --time, minutes
-        signal_delay_s=int(cluster.get("signal_delay_s") or 30),  # --signal=USR2@<s>
-        array_parallelism=int(cluster.get("array_parallelism") or 64),  # --array=...%<n>
+        signal_delay_s=int(c.signal_delay_s),  # --signal=USR2@<s>
+        array_parallelism=int(c.array_parallelism),  # --array=...%<n>
         job_name=f"sweeper-{n_tasks}pts",
         stderr_to_stdout=False,
     )
-    for key, name in (("partition", "partition"), ("account", "account"), ("qos", "qos"), ("constraint", "constraint")):
-        if cluster.get(key):
-            params[name] = cluster[key]
-    if cluster.get("mem") is not None:
-        params["mem"] = str(cluster["mem"])
-    if cluster.get("gpus_per_node"):
-        params["gpus_per_node"] = int(cluster["gpus_per_node"])
-    if cluster.get("setup"):
-        params["setup"] = list(cluster["setup"])
-    if cluster.get("sbatch_extra"):
-        params["additional_parameters"] = dict(cluster["sbatch_extra"])
+    for name in ("partition", "account", "qos", "constraint"):
+        if getattr(c, name):
+            params[name] = getattr(c, name)
+    if c.mem is not None:
+        params["mem"] = str(c.mem)
+    if c.gpus_per_node:
+        params["gpus_per_node"] = int(c.gpus_per_node)
+    if c.setup:
+        params["setup"] = list(c.setup)
+    if c.sbatch_extra:
+        params["additional_parameters"] = dict(c.sbatch_extra)
     return params
+
+
+def job_callable(cluster: ClusterConfig | Mapping[str, Any]) -> Any:
+    """The callable each array task runs (:class:`sweeper.launchers.slurm.in_job.SlurmPoint`) with the cluster's
+    ``max_requeues`` and ``signal_delay_s`` as given (the schema's defaults, 2 and 30 s, when not)."""
+    from sweeper.launchers.slurm.in_job import SlurmPoint
+
+    c = from_mapping(ClusterConfig, cluster)
+    return SlurmPoint(int(c.max_requeues), int(c.signal_delay_s))
 
 
 class SlurmLauncher(Launcher):
@@ -101,7 +119,7 @@ class SlurmLauncher(Launcher):
             raise InvalidPoint(
                 "launcher=slurm needs cluster=<name> (cluster=dev is the development cluster)", ("cluster",)
             )
-        rerun = frozenset(launcher.get("rerun_statuses") or [])
+        rerun = frozenset(launcher["rerun_statuses"])
         submitted = read_submitted(sweep_dir)
         alive = frozenset(_alive_jobs(submitted))
         groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
@@ -149,11 +167,9 @@ class SlurmLauncher(Launcher):
     def _submit(self, sweep_dir: Path, groups: dict, cluster: dict[str, Any]) -> list[Any]:
         import submitit
 
-        from sweeper.launchers.slurm.in_job import SlurmPoint
-
         jobs = []
         for items in groups.values():
-            fn = SlurmPoint(int(cluster.get("max_requeues") or 0), int(cluster.get("signal_delay_s") or 30))
+            fn = job_callable(cluster)
             payloads = [it["payload"] for it in items]
             check_picklable(fn, "the job callable")
             for p in payloads:

@@ -14,7 +14,7 @@ from sweeper.point.gate import rule
     "docs/batch-search.md (a CPU has no device memory to fill)",
 )
 def _auto_needs_capacity(spec: PointSpec, target: Target):
-    if spec.batch_search and target.device_type == "cpu" and not (target.cluster or {}).get("gpu_mem_gib"):
+    if spec.batch_search and target.device_type == "cpu" and not target.cluster.gpu_mem_gib:
         return (
             "per_device_batch_size=auto on CPU ranks: a CPU has no device memory to fill, so the search needs a "
             "tensor-byte budget per rank: set cluster.gpu_mem_gib (GiB, e.g. cluster.gpu_mem_gib=0.25), or give "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision, TimingConfig, batch_size_error, timed_steps_error
+from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision, batch_size_error, timed_steps_error
 from sweeper.grid.spec import PointSpec, model_max_seq_len
 from sweeper.grid.target import Target
 from sweeper.point.gate import rule
@@ -76,9 +76,8 @@ def _steps_and_budgets(spec: PointSpec, _: Target):
     "docs/measurement.md (the stop rule of timed_steps=auto; Contention)",
 )
 def _timing(spec: PointSpec, _: Target):
-    t = {**vars(TimingConfig()), **spec.timing}
-    ci_rel, low = t["ci_rel"], t["min_timed_steps"]
-    high = spec.timed_steps if spec.timed_auto else t["max_timed_steps"]  # auto: the spec holds the cap
+    ci_rel, low = spec.timing.ci_rel, spec.timing.min_timed_steps
+    high = spec.timed_steps if spec.timed_auto else spec.timing.max_timed_steps  # auto: the spec holds the cap
     if not isinstance(ci_rel, (int, float)) or isinstance(ci_rel, bool) or not 0 < ci_rel < 1:
         return (
             f"timing.ci_rel={ci_rel!r} must be a fraction between 0 and 1 (0.02: the median's 95 % interval within "
@@ -93,7 +92,7 @@ def _timing(spec: PointSpec, _: Target):
             f"timing.min_timed_steps={low} is above timing.max_timed_steps={high}: the cap must allow the minimum",
             ("timing.min_timed_steps", "timing.max_timed_steps"),
         )
-    warn = t["contention_warn_frac"]
+    warn = spec.timing.contention_warn_frac
     if not isinstance(warn, (int, float)) or isinstance(warn, bool) or not 0 <= warn < 1:
         return (
             f"timing.contention_warn_frac={warn!r} must be a fraction from 0 to below 1 (0.1: a point whose ranks "
