@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sweeper.grid.spec import PointSpec
-from sweeper.results.ranks import WINDOWS, metrics_from_ranks, series_from_ranks, step_window
+from sweeper.results.metrics import WINDOWS, metrics_from_ranks, series_from_ranks, step_window
 from sweeper.results.record import Record, point_dir, read_record, write_record
 from sweeper.results.row import records_to_frame, row_from_record
 

@@ -43,7 +43,7 @@ from sweeper.job.measure import PhaseTracker
 from sweeper.point.batch_search import OOM_FILE, SearchState
 from sweeper.point.device_budget import read_budget
 from sweeper.results.atomic import write_json_atomic
-from sweeper.results.ranks import RANK_FILE
+from sweeper.results.rankfile import RANK_FILE
 
 #: Exit code of a rank that ran out of memory mid-trial (its verdict is in OOM_FILE).
 OOM_EXIT_CODE = 3
@@ -237,7 +237,7 @@ def _leave_with_oom(
 
 def _write_failure(point_dir: Path, rank: int, exc: BaseException, phase: PhaseTracker) -> None:
     """This rank's ``rank<r>.json`` for a trial that failed for another reason than memory (the harness's format,
-    :mod:`sweeper.results.ranks`)."""
+    :mod:`sweeper.results.rankfile`)."""
     write_json_atomic(
         point_dir / RANK_FILE.format(rank=rank),
         {

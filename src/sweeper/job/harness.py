@@ -9,7 +9,7 @@ cap), verifies the labels
 (see :mod:`sweeper.job.verify`) and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw
 exception (type, message, traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer
 steps finished) up to date, so that a rank killed by a signal still tells at which step it died. Both files are
-described in :mod:`sweeper.results.ranks`. The driver (:mod:`sweeper.launchers.local`) merges the rank files into
+described in :mod:`sweeper.results.rankfile`. The driver (:mod:`sweeper.launchers.local`) merges the rank files into
 the point's result record and classifies failures; a rank never decides the point's status alone.
 """
 
@@ -28,7 +28,7 @@ from transformers import TrainerCallback
 
 from sweeper.grid.spec import PointSpec
 from sweeper.results.atomic import write_json_atomic
-from sweeper.results.ranks import RANK_FILE, STEP_FILE, write_rank_step
+from sweeper.results.rankfile import RANK_FILE, STEP_FILE, write_rank_step
 
 __all__ = ["RANK_FILE", "StepProgress", "main", "model_flops_inputs", "run_rank"]
 
@@ -174,9 +174,9 @@ def run_rank(point_dir: Path) -> int:
     # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
     out["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
     out["timed_stop"] = windows.stop_reason
-    out["schedstat"] = timer.contention()  # timed window's CPU run-queue wait (sweeper.results.ranks)
+    out["schedstat"] = timer.contention()  # timed window's CPU run-queue wait (sweeper.results.metrics)
     out["losses"] = losses.losses
-    out["series"] = {  # per-step history, every window (sweeper.results.ranks.series_from_ranks merges it)
+    out["series"] = {  # per-step history, every window (sweeper.results.metrics.series_from_ranks merges it)
         "step_wall_s": timer.wall_s,
         "mem_high_water_bytes": timer.mem_high_water_bytes,
         "mem_kind": timer.mem_kind,

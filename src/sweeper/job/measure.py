@@ -291,7 +291,7 @@ class StepTimer(TrainerCallback):
         self._sched0: dict[int, tuple[int, int]] | None = None
 
     def contention(self) -> dict[str, float | int | None]:
-        """The timed window's CPU contention for the rank file (``schedstat`` in :mod:`sweeper.results.ranks`):
+        """The timed window's CPU contention for the rank file (:class:`sweeper.results.rankfile.Schedstat`):
         ``runqueue_wait_s`` and ``cpu_s`` of the training thread, ``all_threads_runqueue_wait_s`` and
         ``all_threads_cpu_s`` summed over the process's threads, ``wall_s`` (seconds; see the attributes) and
         ``threads``; None values when schedstat could not be read or the window never ended."""

@@ -373,7 +373,7 @@ def host_oom_outcome(
     kernel in a :class:`CgroupMemoryLimit`), for ``sweeper.point.lifecycle.finish(outcome=...)``.
 
     Args:
-        base: what :func:`sweeper.results.ranks.summarize_ranks` made of the rank files (setup, metrics,
+        base: what :func:`sweeper.failures.attribution.summarize_ranks` made of the rank files (setup, metrics,
             artifacts are kept; status, reason, error kind and failure are replaced).
         limit: the limit enforced. watch: what the RSS watch saw.
         steps: the optimizer steps each rank had finished (``rank -> step``, from its ``rank<r>.step`` file).

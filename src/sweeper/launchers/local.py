@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper.failures.attribution import summarize_ranks
 from sweeper.grid.spec import PointSpec
 from sweeper.launchers import progress
 from sweeper.launchers.host_memory import (
@@ -33,7 +34,7 @@ from sweeper.launchers.host_memory import (
 )
 from sweeper.point.device_budget import write_budget
 from sweeper.point.lifecycle import Prepared, begin, finish, target_for
-from sweeper.results.ranks import read_rank_steps, summarize_ranks
+from sweeper.results.rankfile import read_rank_steps
 from sweeper.results.record import Record
 
 LOG_FILE = "ranks.log"
@@ -96,7 +97,7 @@ class Launch:
     Attributes:
         returncode, timed_out: torchrun's exit code; stopped at the time limit.
         ranks: the rank files. log_tail: the end of the ranks' log. wall_s: seconds the launch took.
-        outcome: :func:`sweeper.results.ranks.summarize_ranks`'s outcome (``host_oom`` when stopped at the
+        outcome: :func:`sweeper.failures.attribution.summarize_ranks`'s outcome (``host_oom`` when stopped at the
             host-memory limit), with the host-memory numbers in its metrics.
     """
 

@@ -265,14 +265,16 @@ def finish(
         wall_time_s: seconds from starting the ranks to now.
         env: the environment to record (default: this process's).
         outcome: a launcher-decided outcome (e.g. ``host_oom`` from the host-memory watch) that replaces the
-            one read from the rank files; same keys as :func:`sweeper.results.ranks.summarize_ranks` returns.
+            one read from the rank files; same keys as :func:`sweeper.failures.attribution.summarize_ranks` returns.
         artifacts: extra files of the point (name -> path relative to the point directory), e.g. the ranks' log.
 
     Returns:
         The record written, with the point's predicted numbers (:func:`predicted_for`, given its measurements) and
-        its per-step series (:func:`sweeper.results.ranks.series_from_ranks`, from ``ranks`` whatever the outcome).
+        its per-step series (:func:`sweeper.results.metrics.series_from_ranks`, from ``ranks`` whatever the outcome).
     """
-    from sweeper.results.ranks import read_rank_steps, series_from_ranks, summarize_ranks
+    from sweeper.failures.attribution import summarize_ranks
+    from sweeper.results.metrics import series_from_ranks
+    from sweeper.results.rankfile import read_rank_steps
 
     spec = prepared.spec
     env = dict(env if env is not None else environment())
