@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-import sweeper.job.measure as measure
-from sweeper.job.measure import StepTimer, Windows, parse_schedstat, read_schedstat, schedstat_delta
+import sweeper.job.timing as measure
+from sweeper.job.timing import StepTimer, Windows, parse_schedstat, read_schedstat, schedstat_delta
 from sweeper.report import build_report
 from sweeper.report.headline import answer
 from sweeper.report.notes import contention_notes, contention_sentence, method_notes

@@ -39,7 +39,7 @@ import torch
 
 from sweeper.failures.oom import parse_oom
 from sweeper.grid.spec import PointSpec
-from sweeper.job.measure import PhaseTracker
+from sweeper.job.rank import PhaseTracker, user_callbacks
 from sweeper.point.batch_search import OOM_FILE, SearchState
 from sweeper.point.device_budget import read_budget
 from sweeper.results.atomic import write_json_atomic
@@ -121,8 +121,7 @@ def run_trial(
         torch.OutOfMemoryError: the trial does not fit (real on a GPU, the budget's on CPU); anything the Trainer
             raises.
     """
-    from sweeper.job.budget import BudgetWindow
-    from sweeper.job.harness import _user_callbacks
+    from sweeper.job.memory import BudgetWindow
     from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
 
     tspec = trial_spec(spec, batch)
@@ -134,7 +133,7 @@ def run_trial(
         args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda)
         n = batch * tspec.grad_accum * world * tspec.total_steps
         data = SyntheticTokens(n, tspec.seq_len, model.config.vocab_size, spec.seed)
-        callbacks = [c for c in (phase, window, *_user_callbacks(tspec)) if c is not None]
+        callbacks = [c for c in (phase, window, *user_callbacks(tspec)) if c is not None]
         trainer = SweeperTrainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
         if use_cuda:
             torch.cuda.reset_peak_memory_stats()

@@ -3,14 +3,14 @@
 Reads ``<point_dir>/spec.json`` (with ``per_device_batch_size=auto``, the batch comes from the finished search,
 :func:`sweeper.point.batch_search.searched_batch`) and the device budget (:mod:`sweeper.point.device_budget`: on CPU
 enforced in the warm-up and memory windows, :mod:`sweeper.job.budget`), builds the model and synthetic data, sets up
-the Trainer, runs warm-up + timed + memory + profiled steps (see :mod:`sweeper.job.measure`; with ``timed_steps=auto``
-the timed window ends when the median step time is known well enough and the Trainer's ``max_steps`` counts it at its
-cap), verifies the labels
-(see :mod:`sweeper.job.verify`) and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw
-exception (type, message, traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer
-steps finished) up to date, so that a rank killed by a signal still tells at which step it died. Both files are
-described in :mod:`sweeper.results.rankfile`. The driver (:mod:`sweeper.launchers.local`) merges the rank files into
-the point's result record and classifies failures; a rank never decides the point's status alone.
+the Trainer, runs warm-up + timed + memory + profiled steps (see :mod:`sweeper.job.timing` and
+:mod:`sweeper.job.memory`; with ``timed_steps=auto`` the timed window ends when the median step time is known well
+enough and the Trainer's ``max_steps`` counts it at its cap), verifies the labels (see :mod:`sweeper.job.verify`)
+and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw exception (type, message,
+traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer steps finished) up to
+date, so that a rank killed by a signal still tells at which step it died. Both files are described in
+:mod:`sweeper.results.rankfile`. The driver (:mod:`sweeper.launchers.local`) merges the rank files into the point's
+result record and classifies failures; a rank never decides the point's status alone.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class StepProgress(TrainerCallback):
     """Keeps ``<point_dir>/rank<r>.step`` equal to the optimizer steps this rank has finished.
 
     Written at train begin (``state.global_step``, 0 for a fresh run) and at every ``on_step_end``; a failed write
-    (``OSError``) is skipped, it never fails the rank. It must sit after :class:`sweeper.job.measure.StepTimer` in
+    (``OSError``) is skipped, it never fails the rank. It must sit after :class:`sweeper.job.timing.StepTimer` in
     the callback list: the timer stops its clock in its own ``on_step_end`` and starts the next one in
     ``on_step_begin``, so this write falls between two timed windows.
 
@@ -62,6 +62,26 @@ class StepProgress(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._write(state.global_step)  # global_step was incremented just before on_step_end
+
+
+class LossLog(TrainerCallback):
+    """Training losses as logged by the Trainer (one per optimizer step with ``logging_steps=1``, which
+    :func:`sweeper.point.passthrough.sweeper_training_args` sets; the Trainer logs after ``on_step_end``, outside
+    the timed window).
+
+    Attributes:
+        losses: each logged training loss (the mean over ranks of the steps since the last log).
+        steps: for each entry of :attr:`losses`, the optimizer step it was logged at (1-based ``global_step``).
+    """
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self.steps: list[int] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            self.losses.append(float(logs["loss"]))
+            self.steps.append(int(state.global_step))
 
 
 def model_flops_inputs(model: Any) -> dict[str, int]:
@@ -92,18 +112,12 @@ def run_rank(point_dir: Path) -> int:
     """Run this rank's part of the point; always writes its rank file. Returns the process exit code."""
     import torch
 
-    from sweeper.job.budget import BudgetWindow, apply_gpu_budget
-    from sweeper.job.measure import (
-        DtypeProbe,
-        LossLog,
-        MemoryWindow,
-        PhaseTracker,
-        ProfilerWindow,
-        StepTimer,
-        Windows,
-    )
+    from sweeper.job.budget import apply_gpu_budget
+    from sweeper.job.memory import BudgetWindow, MemoryWindow
+    from sweeper.job.rank import PhaseTracker, user_callbacks
+    from sweeper.job.timing import ProfilerWindow, StepTimer, Windows
     from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
-    from sweeper.job.verify import LabelCheck
+    from sweeper.job.verify import DtypeProbe, LabelCheck
     from sweeper.point.batch_search import searched_batch
     from sweeper.point.device_budget import read_budget
 
@@ -116,7 +130,7 @@ def run_rank(point_dir: Path) -> int:
     use_cuda = spec.device != "cpu" and torch.cuda.is_available()
     out: dict[str, Any] = {"rank": rank, "world_size": world, "pid": os.getpid(), "host": os.uname().nodename}
     phase = PhaseTracker()
-    # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.measure.Windows)
+    # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.timing.Windows)
     windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps, spec.stop_rule())
     timer = StepTimer(windows, use_cuda)
     memory = MemoryWindow(windows, use_cuda, budget)
@@ -140,7 +154,7 @@ def run_rank(point_dir: Path) -> int:
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)
-        callbacks = [phase, check, *limits, timer, progress, memory, profiler, losses, *_user_callbacks(spec)]
+        callbacks = [phase, check, *limits, timer, progress, memory, profiler, losses, *user_callbacks(spec)]
         trainer = SweeperTrainer(
             model=model,
             args=args,
@@ -213,14 +227,6 @@ def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> dict[str, Any]:
     else:
         p = cpu_peak(spec.precision if spec.precision != "fp16" else "fp32")  # measured once per host, reused
     return {"flops": p.flops, "source": p.source}
-
-
-def _user_callbacks(spec: PointSpec) -> list[Any]:
-    if not spec.callbacks:
-        return []
-    from hydra.utils import instantiate
-
-    return [instantiate(c) for c in spec.callbacks]
 
 
 def main(argv: list[str] | None = None) -> int:
