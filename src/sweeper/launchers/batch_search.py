@@ -1,6 +1,6 @@
 """The driver side of ``per_device_batch_size=auto`` (local launcher): search the largest batch that fits, then
 measure the point at it. ``docs/batch-search.md`` is the user's page; :mod:`sweeper.point.batch_search` decides the
-trials, :mod:`sweeper.job.batch_trials` runs them.
+trials, :mod:`sweeper.job.batch_trials` runs them (the ranks' mode ``search``).
 
 1. The device budget (``cluster.gpu_mem_gib``) and the search state are written into the point directory; the
    search is seeded by the memory model's largest batch (:func:`sweeper.plan.predict.max_batch_size`, else 1).
@@ -24,15 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sweeper.launchers.local import LOG_FILE, Launch, launch_ranks, record_launch, run_prepared
+from sweeper.launchers.local import LOG_FILE, SEARCH, Launch, launch_ranks, record_launch, run_prepared
 from sweeper.point.batch_search import OOM_FILE, SearchState, Trial
 from sweeper.point.device_budget import write_budget
 from sweeper.point.gate import Target
 from sweeper.point.lifecycle import Prepared, finish
 from sweeper.results.record import Record
 from sweeper.units import format_bytes
-
-TRIALS_MODULE = "sweeper.job.batch_trials"
 
 
 def run_searched(prepared: Prepared) -> Record:
@@ -53,7 +51,7 @@ def run_searched(prepared: Prepared) -> Record:
         state.launches += 1
         state.write(pdir)
         remaining = max(1.0, spec.timeout_s - (time.perf_counter() - t0))
-        launch = launch_ranks(spec.with_batch(batch), pdir, TRIALS_MODULE, timeout_s=remaining)
+        launch = launch_ranks(spec.with_batch(batch), pdir, SEARCH, timeout_s=remaining)
         state = SearchState.read(pdir) or state
         ooms = _read_ooms(pdir)
         if ooms and not launch.timed_out:

@@ -42,8 +42,10 @@ LOG_FILE = "ranks.log"
 DRIVER_PID_ENV = "SWEEPER_DRIVER_PID"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _PRCTL: Callable[..., int] | None = None
-#: The module each rank runs for a measured point (another one, such as batch-search trials, writes no step files).
+#: The module every rank runs: ``python -m sweeper.job.harness [--mode=search] <pdir>`` (:mod:`sweeper.job.harness`).
 HARNESS = "sweeper.job.harness"
+#: The ranks' modes: a measured point, or the trials of a batch search (which write no step files).
+MEASURE, SEARCH = "measure", "search"
 KILL_GRACE_S = 10.0
 
 
@@ -109,13 +111,14 @@ class Launch:
     wall_s: float
 
 
-def launch_ranks(spec: PointSpec, pdir: Path, module: str = HARNESS, timeout_s: float | None = None) -> Launch:
-    """Run ``module`` (``python -m module <pdir>``) on ``spec``'s ranks under torchrun, bounded by ``timeout_s``
-    (default ``spec.timeout_s``) and the host-memory limit, and summarise the rank files against ``spec``."""
+def launch_ranks(spec: PointSpec, pdir: Path, mode: str = MEASURE, timeout_s: float | None = None) -> Launch:
+    """Run the ranks of ``spec`` in ``mode`` (:data:`MEASURE` or :data:`SEARCH`) under torchrun, bounded by
+    ``timeout_s`` (default ``spec.timeout_s``) and the host-memory limit, and summarise the rank files against
+    ``spec``."""
     pdir = Path(pdir)
     limit = resolve_limit(spec.host_mem_limit_gib)
     t0 = time.perf_counter()
-    run = _run_ranks(spec, pdir, limit, module, timeout_s)
+    run = _run_ranks(spec, pdir, limit, mode, timeout_s)
     wall = time.perf_counter() - t0
     ranks = [json.loads(p.read_text()) for p in sorted(pdir.glob("rank*.json"))]
     log_tail = _tail(pdir / LOG_FILE)
@@ -160,13 +163,11 @@ class _Run:
         return not self.timed_out and (self.watch.tripped or self.cgroup_oom)
 
 
-def _run_ranks(
-    spec: PointSpec, pdir: Path, limit: Limit, module: str = HARNESS, timeout_s: float | None = None
-) -> _Run:
-    """Start ``ranks_per_node`` ranks of ``python -m module <pdir>`` with torchrun (c10d rendezvous on a free port)
-    in their own session, wait at most ``timeout_s`` (default ``spec.timeout_s``) seconds, then stop the whole process
-    group (SIGTERM, then SIGKILL after 10 s). While it waits, the point's progress line follows the ranks' step files
-    (:func:`_wait`, :mod:`sweeper.launchers.progress`).
+def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, timeout_s: float | None = None) -> _Run:
+    """Start ``ranks_per_node`` ranks of ``python -m sweeper.job.harness [--mode=<mode>] <pdir>`` with torchrun
+    (c10d rendezvous on a free port) in their own session, wait at most ``timeout_s`` (default ``spec.timeout_s``)
+    seconds, then stop the whole process group (SIGTERM, then SIGKILL after 10 s). While it waits, the point's
+    progress line follows the ranks' step files (:func:`_wait`, :mod:`sweeper.launchers.progress`).
 
     Meanwhile :class:`~sweeper.launchers.host_memory.RssWatch` kills the process group (SIGKILL) as soon as the
     ranks' summed RSS reaches ``limit``; where a delegated cgroup v2 allows it, the ranks also run in a child cgroup
@@ -183,7 +184,8 @@ def _run_ranks(
         f"--nproc-per-node={spec.ranks_per_node}",
         "--max-restarts=0",
         "-m",
-        module,
+        HARNESS,
+        *([] if mode == MEASURE else [f"--mode={mode}"]),
         str(pdir),
     ]
     env = dict(os.environ)
@@ -206,7 +208,7 @@ def _run_ranks(
             with RssWatch(proc.pid, limit.bytes) as watch:
                 try:
                     wait_s = spec.timeout_s if timeout_s is None else timeout_s
-                    returncode, timed_out = _wait(proc, wait_s, spec, pdir, search=module != HARNESS), False
+                    returncode, timed_out = _wait(proc, wait_s, spec, pdir, search=mode == SEARCH), False
                     _kill_leftovers(proc)
                 except subprocess.TimeoutExpired:
                     _kill_group(proc)

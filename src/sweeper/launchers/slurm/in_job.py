@@ -24,6 +24,7 @@ from typing import Any
 import submitit
 
 from sweeper.envinfo import slurm_job_id
+from sweeper.results.rankfile import RANK_FILE
 from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record
 
 RANK_FILES_WAIT_S = 120.0
@@ -43,7 +44,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
 
     def __call__(self, payload: dict[str, Any]) -> str:
         from sweeper.envinfo import environment
-        from sweeper.job.harness import RANK_FILE, run_rank
+        from sweeper.job.harness import run_rank
         from sweeper.point.lifecycle import Prepared, finish
 
         self._t0 = time.time()
