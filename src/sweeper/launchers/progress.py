@@ -3,7 +3,7 @@ ends, and the sweep's ETA.
 
 * **Where a point is**: the ranks publish the optimizer steps they have finished in ``rank<r>.step`` (see
   :mod:`sweeper.results.rankfile`); the driver reads them (never the ranks: it costs them nothing) on each pass of the
-  local launcher's wait loop (:func:`sweeper.launchers.local._run_ranks`, every :data:`POLL_S` s), and
+  local launcher's wait loop (:func:`sweeper.launchers.torchrun._run_ranks`, every :data:`POLL_S` s), and
   :func:`position` turns the slowest rank's count and the spec's windows into ``setup``, ``warm-up``, ``timed``,
   ``memory``, ``profile``, then ``writing record`` (all steps done, or the ranks gone).
 * **ETA** (:class:`SweepClock`): the mean driver wall time of the points that launched ranks in this run (resumed,
