@@ -24,8 +24,8 @@ from typing import Any
 
 from sweeper.grid.spec import PointSpec
 from sweeper.launchers import progress
+from sweeper.launchers.cgroup import CgroupMemoryLimit
 from sweeper.launchers.host_memory import (
-    CgroupMemoryLimit,
     Limit,
     RssWatch,
     WatchResult,
@@ -137,7 +137,7 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, t
 
     Meanwhile :class:`~sweeper.launchers.host_memory.RssWatch` kills the process group (SIGKILL) as soon as the
     ranks' summed RSS reaches ``limit``; where a delegated cgroup v2 allows it, the ranks also run in a child cgroup
-    with ``memory.max`` = ``limit`` (:class:`~sweeper.launchers.host_memory.CgroupMemoryLimit`). Ctrl-C (or any
+    with ``memory.max`` = ``limit`` (:class:`~sweeper.launchers.cgroup.CgroupMemoryLimit`). Ctrl-C (or any
     exception in the driver) stops the process group too, then propagates. A driver killed outright (SIGKILL)
     takes torchrun with it (:func:`_die_with_parent_fn`), and torchrun its ranks (the harness's own parent-death
     signal): no orphan rank outlives a killed sweep.
