@@ -8,12 +8,13 @@ import math
 import pandas as pd
 import pytest
 
+from sweeper.failures.attribution import steps_planned
 from sweeper.grid.schema import timed_steps_error
 from sweeper.grid.spec import from_config
 from sweeper.job.timing import StepTimer, Windows
 from sweeper.point.identity import point_id
 from sweeper.results.frontier import mark_frontier, mark_ties, throughput_interval
-from sweeper.results.metrics import metrics_from_ranks, series_from_ranks, step_statistics, steps_planned
+from sweeper.results.metrics import metrics_from_ranks, series_from_ranks, step_statistics
 from sweeper.results.stats import StopRule, binom_half_cdf, median_ci, median_ci_ranks
 from tests.unit.trainer_loop import run_steps
 

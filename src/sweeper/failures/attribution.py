@@ -6,28 +6,58 @@ errors or their wait until the timeout, not the other way round; among the failu
 label mismatch comes first and a collective error (usually a symptom of another rank dying) last. Each failure is
 classified by :func:`sweeper.failures.classify.classify`; the sentences come from :mod:`sweeper.failures.reasons`.
 
-Imports go one way: this module reads the rank files (:mod:`sweeper.results.rankfile`) and their metrics
-(:mod:`sweeper.results.metrics`); nothing under ``sweeper.results`` imports ``sweeper.failures``.
+Plain data in, plain data out: the rank files as parsed JSON (:class:`sweeper.results.rankfile.RankFile`), the point
+as anything with the :class:`PointShape` attributes (a :class:`sweeper.grid.spec.PointSpec`). Imports go one way:
+:func:`sweeper.results.outcome.summarize_ranks` calls :func:`decide_status`; nothing here imports ``sweeper.results``
+or ``sweeper.grid``.
 """
 
 from __future__ import annotations
 
 import re
 import signal
-from typing import Any
+from typing import Any, Protocol
 
 from sweeper.failures import reasons
 from sweeper.failures.classify import classify
 from sweeper.failures.phase import PHASES
 from sweeper.failures.text import first_line
-from sweeper.grid.spec import PointSpec
-from sweeper.results.metrics import metrics_from_ranks, steps_planned
-from sweeper.results.rankfile import RankFile
+
+#: A parsed rank file (:class:`sweeper.results.rankfile.RankFile`).
+RankFile = dict[str, Any]
+
+
+class PointShape(Protocol):
+    """What the decision reads of a point (:class:`sweeper.grid.spec.PointSpec` has it all)."""
+
+    #: ranks (nodes x ranks per node).
+    world_size: int
+    #: the point's wall-clock budget, seconds.
+    timeout_s: float
+    #: optimizer steps asked for (warm-up + timed + memory + profile; under ``timed_steps=auto`` the timed cap).
+    total_steps: int
+    #: optimizer steps of the memory window.
+    memory_steps: int
+    #: optimizer steps of the profile window.
+    profile_steps: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The point as plain data (what :func:`~sweeper.failures.classify.classify` matches known failures on)."""
+
+
+def steps_planned(spec: PointShape, rank: RankFile) -> int:
+    """Optimizer steps ``rank`` was to run: ``stop + memory_steps + profile_steps`` once its timed window ended
+    (``timed_window``; under ``timed_steps=auto`` earlier than the cap), else ``spec.total_steps``."""
+    w = rank.get("timed_window")
+    if isinstance(w, list) and len(w) == 2 and isinstance(w[1], int):
+        return w[1] + spec.memory_steps + spec.profile_steps
+    return spec.total_steps
+
 
 _KIND_RANK = {"checkpoint-recompute": 0, "incompatible": 0, "config": 1, "import": 1, "runtime": 2}
 
 
-def _root_failure(ranks: list[RankFile], spec: PointSpec, versions: dict[str, str]):
+def _root_failure(ranks: list[RankFile], spec: PointShape, versions: dict[str, str]):
     """The failure that explains the point: an OOM or a label mismatch first, then a specific error, and a
     collective error (usually a symptom of another rank dying) last."""
     best = None
@@ -92,7 +122,7 @@ def _steps_completed(rank: RankFile, steps: dict[int, int]) -> int | None:
     return done if isinstance(done, int) else steps.get(rank.get("rank"))
 
 
-def _early_ranks(spec: PointSpec, ranks: list[RankFile], steps: dict[int, int]) -> dict[int, int]:
+def _early_ranks(spec: PointShape, ranks: list[RankFile], steps: dict[int, int]) -> dict[int, int]:
     """Ranks that ended ``ok`` with fewer optimizer steps than they were to run (:func:`steps_planned`: they left
     training early)."""
     early = {}
@@ -103,8 +133,8 @@ def _early_ranks(spec: PointSpec, ranks: list[RankFile], steps: dict[int, int]) 
     return early
 
 
-def summarize_ranks(
-    spec: PointSpec,
+def decide_status(
+    spec: PointShape,
     ranks: list[RankFile],
     *,
     returncode: int,
@@ -112,7 +142,7 @@ def summarize_ranks(
     log_tail: str,
     steps: dict[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Status, reason, error kind, setup, metrics, failure and artifacts of a point from its rank files.
+    """The point's status, reason, error kind and failure from its rank files.
 
     Args:
         ranks: the parsed ``rank<r>.json`` files (possibly fewer than the world size if a rank died hard).
@@ -122,20 +152,15 @@ def summarize_ranks(
             (:func:`sweeper.results.rankfile.read_rank_steps`): says at which step a rank killed by a signal died.
 
     Returns:
-        Keyword arguments for :class:`sweeper.results.record.Record` (``status, reason, error_kind, setup, metrics,
-        failure, artifacts``). The cause is told apart from its consequences: a rank that died (signal, no rank
-        file) or left training early (``ok`` with fewer steps than asked, case T07) explains the other ranks'
-        collective errors or their wait until the timeout, not the other way round.
+        ``status``, ``reason``, ``error_kind`` and ``failure`` (keyword arguments for
+        :class:`sweeper.results.record.Record`). The cause is told apart from its consequences: a rank that died
+        (signal, no rank file) or left training early (``ok`` with fewer steps than asked, case T07) explains the
+        other ranks' collective errors or their wait until the timeout, not the other way round.
     """
     from sweeper.envinfo import library_versions
 
     steps = dict(steps or {})
-    setup = next((r["setup"] for r in ranks if r.get("setup")), {})
-    metrics = metrics_from_ranks(spec, ranks)
-    artifacts: dict[str, str] = {}
-    for r in ranks:
-        artifacts.update(r.get("artifacts") or {})
-    out: dict[str, Any] = dict(setup=setup, metrics=metrics, artifacts=artifacts, failure=None, error_kind=None)
+    out: dict[str, Any] = dict(failure=None, error_kind=None)
     all_ok = len(ranks) == spec.world_size and all(r.get("status") == "ok" for r in ranks)
     early = _early_ranks(spec, ranks, steps)
     if timed_out and early:
@@ -210,7 +235,7 @@ def summarize_ranks(
 
 
 def _early_exit(
-    spec: PointSpec, early: dict[int, int], root: Any, *, waited_s: float | None, log_tail: str
+    spec: PointShape, early: dict[int, int], root: Any, *, waited_s: float | None, log_tail: str
 ) -> dict[str, Any]:
     """The outcome of a point where ``early`` ranks left training before the others (case T07): status
     ``error``, kind ``early-exit``; the others' failure (``root``: their collective error) kept as a consequence."""

@@ -270,7 +270,7 @@ def host_oom_outcome(
     :func:`sweeper.point.lifecycle.finish` made of the rank files (:func:`sweeper.launchers.torchrun.record_launch`).
 
     Args:
-        base: what :func:`sweeper.failures.attribution.summarize_ranks` made of the rank files (setup, metrics,
+        base: what :func:`sweeper.results.outcome.summarize_ranks` made of the rank files (setup, metrics,
             artifacts are kept; status, reason, error kind and failure are replaced).
         limit: the limit enforced. watch: what the RSS watch saw.
         steps: the optimizer steps each rank had finished (``rank -> step``, from its ``rank<r>.step`` file).

@@ -259,7 +259,7 @@ def finish(
     amend: Callable[[dict[str, Any], dict[int, int]], dict[str, Any]] | None = None,
 ) -> Record:
     """Turn what the ranks left into the point's final record and write it: the one place the rank files are
-    summarised (:func:`sweeper.failures.attribution.summarize_ranks`), for every launcher.
+    summarised (:func:`sweeper.results.outcome.summarize_ranks`), for every launcher.
 
     Args:
         ranks: the rank files' contents (:class:`sweeper.results.rankfile.RankFile`), any order.
@@ -269,7 +269,7 @@ def finish(
         wall_time_s: seconds from starting the ranks to now.
         env: the environment to record (default: this process's).
         outcome: a launcher-decided outcome that replaces the one read from the rank files (a batch search in
-            which nothing fits); same keys as :func:`sweeper.failures.attribution.summarize_ranks` returns.
+            which nothing fits); same keys as :func:`sweeper.results.outcome.summarize_ranks` returns.
         artifacts: extra files of the point (name -> path relative to the point directory), e.g. the ranks' log.
         amend: the launcher's word on the outcome read from the rank files, ``amend(outcome, steps) -> outcome``
             (``steps``: rank -> optimizer steps finished, from the ``rank<r>.step`` files): its own measurements
@@ -279,8 +279,8 @@ def finish(
         The record written, with the point's predicted numbers (:func:`predicted_for`, given its measurements) and
         its per-step series (:func:`sweeper.results.metrics.series_from_ranks`, from ``ranks`` whatever the outcome).
     """
-    from sweeper.failures.attribution import summarize_ranks
     from sweeper.results.metrics import series_from_ranks
+    from sweeper.results.outcome import summarize_ranks
 
     spec = prepared.spec
     env = dict(env if env is not None else environment())

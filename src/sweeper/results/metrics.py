@@ -218,15 +218,6 @@ def timed_window_stop(ranks: list[RankFile]) -> int | None:
     return None
 
 
-def steps_planned(spec: PointSpec, rank: RankFile) -> int:
-    """Optimizer steps ``rank`` was to run: ``stop + memory_steps + profile_steps`` once its timed window ended
-    (``timed_window``; under ``timed_steps=auto`` earlier than the cap), else ``spec.total_steps``."""
-    w = rank.get("timed_window")
-    if isinstance(w, list) and len(w) == 2 and isinstance(w[1], int):
-        return w[1] + spec.memory_steps + spec.profile_steps
-    return spec.total_steps
-
-
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 

@@ -157,7 +157,8 @@ class RankFile(TypedDict, total=False):
     #: only when failed.
     failure: RankFailure
     #: optimizer steps this rank finished (the Trainer's ``state.global_step``); None when training never began.
-    #: Fewer than it was to run (:func:`sweeper.results.metrics.steps_planned`) on an ``ok`` rank means it left early.
+    #: Fewer than it was to run (:func:`sweeper.failures.attribution.steps_planned`) on an ``ok`` rank: it left
+    #: early.
     steps_completed: int | None
     #: seconds: wall time of each step of the timed window.
     step_times_s: list[float]
