@@ -1,7 +1,7 @@
 """Sweeper's memory model side by side with its peers, each against the measurement of the same configuration.
 
 Measured: the real product on 2 gloo CPU ranks (``python -m sweeper -m ...``), per-rank parameter, gradient and
-optimizer-state bytes (``sweeper.job.measure.model_state_bytes``) and the peak (MemTracker's tensor bytes). Grid:
+optimizer-state bytes (``sweeper.job.memory.model_state_bytes``) and the peak (MemTracker's tensor bytes). Grid:
 {tiny (Llama-style, 210k params), a GPT-2-shaped model (n_embd=128, n_layer=2, n_head=4, vocab 4000)} x {DDP,
 ZeRO-1, ZeRO-2, ZeRO-3, FSDP full_shard} x {fp32, bf16 autocast}, batch 4 x 128 tokens.
 

@@ -119,7 +119,7 @@ def _fingerprint(sweep_dir: Path) -> dict[str, tuple[str, int]]:
 def _assert_records_sound(sweep_dir: Path, tmp_files: bool = True) -> None:
     """Every result.json parses as a valid final record; with ``tmp_files``, no temporary file of the atomic writer
     (``.<name>.<random>.tmp``) is left. The rank's progress marker keeps one fixed-name ``.rank<r>.step.tmp`` when
-    the disk is full (results/ranks.py); the point's next attempt removes it."""
+    the disk is full (results/rankfile.py); the point's next attempt removes it."""
     for path in _results(sweep_dir).values():
         assert read_record(path).status in FINAL_STATUSES, path
     if tmp_files:

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from sweeper.job.measure import read_schedstat
+from sweeper.job.timing import read_schedstat
 from tests.conftest import run_sweeper
 
 pytestmark = [

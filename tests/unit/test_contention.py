@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-import sweeper.job.measure as measure
-from sweeper.job.measure import StepTimer, Windows, parse_schedstat, read_schedstat, schedstat_delta
+import sweeper.job.timing as measure
+from sweeper.job.timing import StepTimer, Windows, parse_schedstat, read_schedstat, schedstat_delta
 from sweeper.report import build_report
 from sweeper.report.headline import answer
 from sweeper.report.notes import contention_notes, contention_sentence, method_notes
 from sweeper.report.tables import results_details_table
-from sweeper.results.ranks import contention_warn_frac, metrics_from_ranks, runqueue_wait_frac
+from sweeper.results.metrics import contention_warn_frac, metrics_from_ranks, runqueue_wait_frac
 from sweeper.results.record import write_record
 from sweeper.results.row import BY_NAME, COLUMNS, records_to_frame
 from sweeper.results.stats import StopRule

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.job.cpu_peak import CACHE_ENV, MAX_AGE_S, cache_file, cpu_peak, host_key
-from sweeper.job.measure import measure_cpu_peak
+from sweeper.job.cpu_peak import CACHE_ENV, MAX_AGE_S, cache_file, cpu_peak, host_key, measure_cpu_peak
 from sweeper.results.mfu import Peak
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from sweeper.failures import classify, parse_oom
 from sweeper.failures.text import informative_summary, rank_from_prefix
-from sweeper.results.ranks import read_rank_steps, summarize_ranks, write_rank_step
+from sweeper.results.outcome import summarize_ranks
+from sweeper.results.rankfile import read_rank_steps, write_rank_step
 from tests.unit.specs import make_spec as _spec
 from tests.unit.test_failures import SEED, SEED_BYTES, training_traceback
 from tests.unit.test_measure_summary import TORCHRUN_SUMMARY

@@ -12,15 +12,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sweeper.launchers.cgroup import CgroupMemoryLimit, _cgroup2_dir
 from sweeper.launchers.host_memory import (
     LAUNCHER,
     POLL_S,
-    CgroupMemoryLimit,
     Limit,
     RssWatch,
     TreeSampler,
     WatchResult,
-    _cgroup2_dir,
     default_limit_bytes,
     host_oom_outcome,
     resolve_limit,

@@ -1,5 +1,5 @@
-"""The local launcher imports the report's libraries while torchrun shuts down (sweeper.launchers.local): once per
-process, in a daemon thread, only libraries; checked in a fresh interpreter, with real rank files in a folder."""
+"""The local launcher imports the report's libraries while torchrun shuts down (sweeper.launchers.torchrun): once
+per process, in a daemon thread, only libraries; checked in a fresh interpreter, with real rank files in a folder."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweeper.launchers.local import PREFETCH_MODULES, _rank_files_written
+from sweeper.launchers.torchrun import PREFETCH_MODULES, _rank_files_written
 
 CHECK = """
 import sys, threading
-from sweeper.launchers import local
+from sweeper.launchers import torchrun as local
 assert "pandas" not in sys.modules, "imported before the prefetch"
 local.prefetch_imports()
 local.prefetch_imports()  # once per process

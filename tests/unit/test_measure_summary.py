@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.results.ranks import _signal_from_log, step_statistics
+from sweeper.failures.attribution import _signal_from_log
+from sweeper.results.metrics import step_statistics
 
 # torchrun's summary when rank 1 was SIGKILLed and rank 0 then failed in a collective (observed first)
 TORCHRUN_SUMMARY = """

@@ -4,7 +4,7 @@ arithmetic over parameter counts).
 
 Where the assumptions agree the numbers are asserted equal; where they differ, the difference is asserted exactly,
 as a formula in P (parameters), N (ranks that shard), LL (DeepSpeed's largest layer) and the bytes per element, with
-the reason next to it. The model's states are what the harness measures (``sweeper.job.measure.model_state_bytes``);
+the reason next to it. The model's states are what the harness measures (``sweeper.job.memory.model_state_bytes``);
 the integration test ``tests/integration/test_plan_states_measured.py`` checks them against the measurement.
 """
 

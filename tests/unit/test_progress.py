@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from sweeper.launchers import progress
-from sweeper.results.ranks import write_rank_step
+from sweeper.results.rankfile import write_rank_step
 from sweeper.results.record import Record
 from tests.unit.specs import make_spec
 

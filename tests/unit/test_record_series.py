@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sweeper.grid.spec import PointSpec
-from sweeper.results.ranks import WINDOWS, metrics_from_ranks, series_from_ranks, step_window
+from sweeper.results.metrics import WINDOWS, metrics_from_ranks, series_from_ranks, step_window
 from sweeper.results.record import Record, point_dir, read_record, write_record
 from sweeper.results.row import records_to_frame, row_from_record
 
@@ -129,7 +129,8 @@ def test_an_old_record_without_series_loads_with_none(tmp_path):
 def test_the_step_timer_times_every_step_and_keeps_the_timed_window_apart():
     from types import SimpleNamespace
 
-    from sweeper.job.measure import LossLog, StepTimer, Windows
+    from sweeper.job.harness import LossLog
+    from sweeper.job.timing import StepTimer, Windows
 
     timer, log = StepTimer(Windows(2, 3, 1, 1), cuda=False), LossLog()
     state = SimpleNamespace(global_step=0)

@@ -8,12 +8,13 @@ import math
 import pandas as pd
 import pytest
 
+from sweeper.failures.attribution import steps_planned
 from sweeper.grid.schema import timed_steps_error
 from sweeper.grid.spec import from_config
-from sweeper.job.measure import StepTimer, Windows
+from sweeper.job.timing import StepTimer, Windows
 from sweeper.point.identity import point_id
 from sweeper.results.frontier import mark_frontier, mark_ties, throughput_interval
-from sweeper.results.ranks import metrics_from_ranks, series_from_ranks, step_statistics, steps_planned
+from sweeper.results.metrics import metrics_from_ranks, series_from_ranks, step_statistics
 from sweeper.results.stats import StopRule, binom_half_cdf, median_ci, median_ci_ranks, stop_rule
 from tests.unit.trainer_loop import run_steps
 
@@ -80,7 +81,7 @@ def test_the_stop_rule_never_stops_on_a_flagged_interval():
 
 def _timer_run(rule: StopRule | None, times: list[float], warmup: int = 1, cap: int = 10) -> tuple[Windows, list]:
     """Drive a StepTimer through steps with the given timed-step durations (fake clock), as the Trainer would."""
-    import sweeper.job.measure as measure
+    import sweeper.job.timing as measure
 
     w = Windows(warmup, cap, 1, 2, rule)
     timer = StepTimer(w, cuda=False)

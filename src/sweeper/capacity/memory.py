@@ -119,7 +119,7 @@ def layout(spec: PointSpec, device: str) -> Layout:
 @dataclass(frozen=True)
 class ModelStates:
     """Parameter, gradient and optimizer-state bytes one rank holds, as the harness counts them
-    (:func:`sweeper.job.measure.model_state_bytes`).
+    (:func:`sweeper.job.memory.model_state_bytes`).
 
     Attributes:
         param_bytes: the model's parameters this rank holds (FSDP / ZeRO-3: its shard; padding not stored).

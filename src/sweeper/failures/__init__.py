@@ -16,6 +16,9 @@ Modules, one job each:
 - :mod:`~sweeper.failures.reasons`: the sentence for each kind, including a rank that left early or died.
 - :mod:`~sweeper.failures.classify`: :class:`Failure` and :func:`classify`, the order in which kinds are decided.
 - :mod:`~sweeper.failures.incompatible`: combinations known to fail with some library versions (data).
+- :mod:`~sweeper.failures.attribution`: which rank's failure explains a point, and its status, from the rank
+  files as plain data (:func:`~sweeper.failures.attribution.decide_status`, called by
+  :func:`sweeper.results.outcome.summarize_ranks`; nothing here imports :mod:`sweeper.results`).
 
 Units: every byte count is an ``int`` in bytes; sizes printed by the allocators are converted with
 :func:`parse_size` and displayed with :func:`format_bytes` (both from :mod:`sweeper.units`).

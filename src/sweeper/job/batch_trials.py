@@ -1,4 +1,6 @@
-"""The rank side of ``per_device_batch_size=auto``: ``python -m sweeper.job.batch_trials <point_dir>`` (torchrun).
+"""The rank side of ``per_device_batch_size=auto``: the mode ``search`` of every rank's entry point,
+``python -m sweeper.job.harness --mode=search <point_dir>`` (torchrun; the life every rank shares is
+:mod:`sweeper.job.rank`).
 
 All ranks run the trials of :class:`sweeper.point.batch_search.SearchState` one after the other inside this one
 launch. A trial builds the model and a Trainer at one batch and runs two optimizer steps (one to create the optimizer
@@ -17,21 +19,19 @@ context, NCCL buffers). Then:
   (:mod:`sweeper.launchers.batch_search`) records the ``oom`` trial and starts the ranks again from the trials so
   far. The process group's timeout (:data:`SEARCH_PG_TIMEOUT_S`) is the backstop should the launcher not stop them.
 
-Any other exception ends the search: the rank writes its ``rank<r>.json`` failure as the harness does, and the
-driver records the point from the rank files.
+Any other exception ends the search: the rank writes its ``rank<r>.json`` failure (:meth:`sweeper.job.rank.Rank.write`,
+the rank file every rank writes), and the driver records the point from the rank files.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
-import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,11 @@ import torch
 
 from sweeper.failures.oom import parse_oom
 from sweeper.grid.spec import PointSpec
-from sweeper.job.measure import PhaseTracker
+from sweeper.job.rank import PhaseTracker, Rank, exit_now, user_callbacks
 from sweeper.point.batch_search import OOM_FILE, SearchState
 from sweeper.point.device_budget import read_budget
 from sweeper.results.atomic import write_json_atomic
-from sweeper.results.ranks import RANK_FILE
+from sweeper.results.rankfile import MESSAGE_CHARS
 
 #: Exit code of a rank that ran out of memory mid-trial (its verdict is in OOM_FILE).
 OOM_EXIT_CODE = 3
@@ -61,7 +61,8 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) -> int:
-    """Run trials until ``next_batch`` says the search is done; returns this rank's exit code (0: done).
+    """Run trials until ``next_batch`` says the search is done; returns this rank's exit code (0: done, 1: a trial
+    failed for another reason than memory, its rank file written).
 
     Args:
         point_dir: the point directory: ``spec.json``, the search state and the device budget written by the driver.
@@ -70,14 +71,16 @@ def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) 
 
     A rank that runs out of memory never returns: it writes :data:`~sweeper.point.batch_search.OOM_FILE` and exits
     with :data:`OOM_EXIT_CODE` (see the module doc).
+
+    Raises:
+        FileNotFoundError: no search state in ``point_dir``. ValueError: on CPU without a device budget. Anything the
+            process group's setup or a collective between trials raises (the rank then ends without a rank file).
     """
-    point_dir = Path(point_dir)
-    spec = PointSpec.from_dict(json.loads((point_dir / "spec.json").read_text()))
+    me = Rank(point_dir)
+    point_dir, spec, use_cuda = me.point_dir, me.spec, me.use_cuda
     state = SearchState.read(point_dir)
     if state is None:
         raise FileNotFoundError(f"{point_dir}: no batch search state (the driver writes it before the ranks start)")
-    rank = int(os.environ.get("RANK", "0"))
-    use_cuda = spec.device != "cpu" and torch.cuda.is_available()
     _init_group(spec, use_cuda)
     capacity = _capacity(read_budget(point_dir), use_cuda)
     if state.capacity_bytes is None:
@@ -86,17 +89,14 @@ def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) 
         batch, why = step
         t0 = time.perf_counter()
         phase = PhaseTracker()
-        try:
-            peak = run_trial(spec, batch, point_dir, capacity, use_cuda, phase)
-        except BaseException as e:  # noqa: BLE001 - every failure is a verdict or a result
-            if is_oom(e):
-                _leave_with_oom(point_dir, rank, batch, why, state.launches, e, phase)
-            _write_failure(point_dir, rank, e, phase)
-            return 1
+        work = partial(run_trial, spec, batch, point_dir, capacity, use_cuda, phase)
+        peak = me.attempt(work, phase, partial(_leave_if_oom, point_dir, me.rank, batch, why, state.launches))
+        if not me.ok:  # not memory: the search ends with this rank's failure
+            return me.write(me.header(), {"steps_completed": None, "setup": {}, "memory": {}})
         peaks = _all_gather(peak, use_cuda)
         trial = state.verdict(batch, peaks, why, launch=state.launches, seconds=round(time.perf_counter() - t0, 3))
         state.trials.append(trial)
-        if rank == 0:
+        if me.rank == 0:
             state.write(point_dir)
         _barrier()
     return 0
@@ -121,8 +121,7 @@ def run_trial(
         torch.OutOfMemoryError: the trial does not fit (real on a GPU, the budget's on CPU); anything the Trainer
             raises.
     """
-    from sweeper.job.budget import BudgetWindow
-    from sweeper.job.harness import _user_callbacks
+    from sweeper.job.memory import BudgetWindow
     from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
 
     tspec = trial_spec(spec, batch)
@@ -134,7 +133,7 @@ def run_trial(
         args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda)
         n = batch * tspec.grad_accum * world * tspec.total_steps
         data = SyntheticTokens(n, tspec.seq_len, model.config.vocab_size, spec.seed)
-        callbacks = [c for c in (phase, window, *_user_callbacks(tspec)) if c is not None]
+        callbacks = [c for c in (phase, window, *user_callbacks(tspec)) if c is not None]
         trainer = SweeperTrainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
         if use_cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -210,10 +209,13 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def _leave_with_oom(
+def _leave_if_oom(
     point_dir: Path, rank: int, batch: int, why: str, launch: int, exc: BaseException, phase: PhaseTracker
 ) -> None:
-    """Write this rank's OOM verdict and exit at once (no interpreter teardown, no collective)."""
+    """When ``exc`` is an out-of-memory error (:func:`is_oom`), write this rank's OOM verdict and exit at once (no
+    interpreter teardown, no collective); else return (the exception becomes the rank file's failure)."""
+    if not is_oom(exc):
+        return
     info = parse_oom(str(exc))
     verdict: dict[str, Any] = {
         "batch": batch,
@@ -221,7 +223,7 @@ def _leave_with_oom(
         "rank": rank,
         "launch": launch,
         "exception_type": type(exc).__name__,
-        "message": str(exc)[:4000],
+        "message": str(exc)[:MESSAGE_CHARS],
         "phase": phase.phase,
         "step": phase.step,
         "oom": info.to_dict() if info else None,
@@ -230,52 +232,4 @@ def _leave_with_oom(
     try:
         write_json_atomic(point_dir / OOM_FILE.format(rank=rank), verdict)
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(OOM_EXIT_CODE)
-
-
-def _write_failure(point_dir: Path, rank: int, exc: BaseException, phase: PhaseTracker) -> None:
-    """This rank's ``rank<r>.json`` for a trial that failed for another reason than memory (the harness's format,
-    :mod:`sweeper.results.ranks`)."""
-    write_json_atomic(
-        point_dir / RANK_FILE.format(rank=rank),
-        {
-            "rank": rank,
-            "world_size": int(os.environ.get("WORLD_SIZE", "1")),
-            "pid": os.getpid(),
-            "host": os.uname().nodename,
-            "status": "failed",
-            "failure": {
-                "exception_type": type(exc).__name__,
-                "message": str(exc)[:4000],
-                "traceback": traceback.format_exc()[-12000:],
-                "phase": phase.phase,
-                "step": phase.step,
-            },
-            "steps_completed": None,
-            "setup": {},
-            "memory": {},
-        },
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of one rank. ``argv``: ``[point_dir]``. Dies with torchrun like the harness
-    (:func:`sweeper.job.orphan.orphaned_at_start`: no trial rank outlives a killed driver)."""
-    from sweeper.job.orphan import orphaned_at_start
-
-    if orphaned_at_start():
-        return 1
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m sweeper.job.batch_trials <point_dir>", file=sys.stderr)
-        return 2
-    return run_search(Path(argv[0]))
-
-
-if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # as the harness: skip interpreter teardown
+        exit_now(OOM_EXIT_CODE)

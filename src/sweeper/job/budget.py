@@ -19,7 +19,6 @@ from typing import Any
 
 import torch
 from torch.distributed._tools.mem_tracker import MemTracker, _UpdateType
-from transformers import TrainerCallback
 
 from sweeper.units import MIB
 
@@ -82,48 +81,6 @@ class BudgetTracker(MemTracker):
     def peak_bytes(self) -> int:
         """The largest total seen (bytes), over all devices."""
         return sum(int(v) for v in self._peak_mem.values())
-
-
-class BudgetWindow(TrainerCallback):
-    """Enforces the budget over the optimizer steps ``steps`` (0-based) with one :class:`BudgetTracker`, entered at
-    the first one's ``on_step_begin`` (the model and optimizer registered then) and left after the last one.
-
-    The harness runs it over the warm-up steps (and :class:`sweeper.job.measure.MemoryWindow` enforces the budget in
-    the memory window), never in the timed window, where the tracker's cost (about 4x a step) would be timed; a batch
-    search trial runs it over both of its steps.
-
-    Attributes:
-        peak_bytes: the tracker's peak over the window (bytes), None until the window ends.
-    """
-
-    def __init__(self, steps: range, limit_bytes: int) -> None:
-        self.steps = steps
-        self.limit_bytes = int(limit_bytes)
-        self.peak_bytes: int | None = None
-        self.tracker: BudgetTracker | None = None
-
-    def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
-        if state.global_step not in self.steps:
-            return
-        if self.tracker is None:
-            from sweeper.job.measure import innermost_optimizer
-
-            self.tracker = BudgetTracker(self.limit_bytes)
-            self.tracker.track_external(model, innermost_optimizer(optimizer))
-            self.tracker.__enter__()
-        else:
-            self.tracker.reset_mod_stats()  # MemTracker refuses a second iteration without it
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.tracker is not None and state.global_step - 1 == self.steps[-1]:
-            self.close()
-
-    def close(self) -> None:
-        """Leave the tracker (also after an exception ended the window early); keeps :attr:`peak_bytes`."""
-        if self.tracker is not None:
-            self.peak_bytes = self.tracker.peak_bytes
-            self.tracker.__exit__(None, None, None)
-            self.tracker = None
 
 
 def apply_gpu_budget(limit_bytes: int | None) -> int:

@@ -1,6 +1,6 @@
 """The CPU matmul peak that MFU divides by on CPU ranks, measured once per host and reused.
 
-A CPU has no datasheet peak here, so rank 0 of a CPU point measures one (:func:`sweeper.job.measure.measure_cpu_peak`:
+A CPU has no datasheet peak here, so rank 0 of a CPU point measures one (:func:`measure_cpu_peak`:
 best ``n x n`` matmul rate over 0.3 s). Measuring it after every point cost 0.3 to 0.4 s of each point's wall time
 (``benchmarks/harness_overhead.py``), and gave every point of a sweep a slightly different denominator, so two
 points' MFU differed by the noise of two peak measurements as well as by their own. Now the first point on a host
@@ -68,7 +68,7 @@ def cpu_peak(
     now: float | None = None,
 ) -> Peak:
     """This host's matmul peak in ``dtype`` (``fp32`` or ``bf16``; FLOP/s): the cached entry when it is younger than
-    :data:`MAX_AGE_S`, else measured with ``measure`` (default :func:`sweeper.job.measure.measure_cpu_peak`) and
+    :data:`MAX_AGE_S`, else measured with ``measure`` (default :func:`measure_cpu_peak`) and
     stored. ``path``: the cache file (default :func:`cache_file`); ``now``: the time (seconds since the epoch).
 
     Returns:
@@ -78,8 +78,6 @@ def cpu_peak(
     Never raises for the cache: a missing, corrupt or unwritable file means measuring (and not storing).
     """
     import torch
-
-    from sweeper.job.measure import measure_cpu_peak
 
     measure = measure or measure_cpu_peak
     path = cache_file() if path is None else path
@@ -110,3 +108,28 @@ def cpu_peak(
         except OSError:
             pass  # the next point measures again
     return peak
+
+
+def measure_cpu_peak(dtype: str = "fp32", n: int = 512, seconds: float = 0.3) -> Peak:
+    """Measure this process's matmul FLOP/s on the CPU (same thread count as the training ranks).
+
+    Runs an ``n x n`` matmul (2·n³ FLOPs each) repeatedly for about ``seconds`` and takes the best rate.
+
+    Returns:
+        A :class:`Peak` labelled "measured: ...". Imports torch.
+    """
+    import torch
+
+    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    a = torch.randn(n, n, dtype=tdtype)
+    b = torch.randn(n, n, dtype=tdtype)
+    a @ b  # warm-up
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        a @ b
+        dt = time.perf_counter() - t0
+        best = max(best, 2 * n**3 / dt)
+    threads = torch.get_num_threads()
+    return Peak(best, f"measured: {dtype} matmul {n}x{n}, {threads} thread(s), best of {seconds:.1f} s")

@@ -1,44 +1,45 @@
-"""The job harness inside one rank: ``python -m sweeper.job.harness <point_dir>`` (started by torchrun / srun).
+"""Every rank's entry point, ``python -m sweeper.job.harness [--mode=search] <point_dir>`` (started by torchrun;
+on SLURM, :mod:`sweeper.launchers.slurm.in_job` calls :func:`run_rank`), and the measured run of a point.
 
-Reads ``<point_dir>/spec.json`` (with ``per_device_batch_size=auto``, the batch comes from the finished search,
-:func:`sweeper.point.batch_search.searched_batch`) and the device budget (:mod:`sweeper.point.device_budget`: on CPU
-enforced in the warm-up and memory windows, :mod:`sweeper.job.budget`), builds the model and synthetic data, sets up
-the Trainer, runs warm-up + timed + memory + profiled steps (see :mod:`sweeper.job.measure`; with ``timed_steps=auto``
-the timed window ends when the median step time is known well enough and the Trainer's ``max_steps`` counts it at its
-cap), verifies the labels
+The life every rank shares (orphan guard, setup, error handling, rank-file write) is :mod:`sweeper.job.rank`; the
+mode is what the rank runs: ``measure`` (the default, :func:`run_rank`) or ``search`` (the trials of
+``per_device_batch_size=auto``, :func:`sweeper.job.batch_trials.run_search`).
+
+The measured run reads ``<point_dir>/spec.json`` (with ``per_device_batch_size=auto``, the batch comes from the
+finished search, :func:`sweeper.point.batch_search.searched_batch`) and the device budget
+(:mod:`sweeper.point.device_budget`: on CPU enforced in the warm-up and memory windows, :mod:`sweeper.job.budget`),
+builds the model and synthetic data, sets up the Trainer, runs warm-up + timed + memory + profiled steps (see
+:mod:`sweeper.job.timing` and :mod:`sweeper.job.memory`; with ``timed_steps=auto`` the timed window ends when the
+median step time is known well enough and the Trainer's ``max_steps`` counts it at its cap), verifies the labels
 (see :mod:`sweeper.job.verify`) and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw
 exception (type, message, traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer
 steps finished) up to date, so that a rank killed by a signal still tells at which step it died. Both files are
-described in :mod:`sweeper.results.ranks`. The driver (:mod:`sweeper.launchers.local`) merges the rank files into
-the point's result record and classifies failures; a rank never decides the point's status alone.
+described in :mod:`sweeper.results.rankfile`. The driver (:func:`sweeper.point.lifecycle.finish`) merges the rank
+files into the point's result record and classifies failures; a rank never decides the point's status alone.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import resource
-import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
 from sweeper.grid.spec import PointSpec
-from sweeper.results.atomic import write_json_atomic
-from sweeper.results.ranks import RANK_FILE, STEP_FILE, write_rank_step
+from sweeper.job import rank as life
+from sweeper.results.rankfile import STEP_FILE, RankFile, RankPeak, write_rank_step
 from sweeper.results.stats import stop_rule
 
-__all__ = ["RANK_FILE", "StepProgress", "main", "model_flops_inputs", "run_rank"]
+__all__ = ["LossLog", "StepProgress", "main", "model_flops_inputs", "run_rank"]
 
 
 class StepProgress(TrainerCallback):
     """Keeps ``<point_dir>/rank<r>.step`` equal to the optimizer steps this rank has finished.
 
     Written at train begin (``state.global_step``, 0 for a fresh run) and at every ``on_step_end``; a failed write
-    (``OSError``) is skipped, it never fails the rank. It must sit after :class:`sweeper.job.measure.StepTimer` in
+    (``OSError``) is skipped, it never fails the rank. It must sit after :class:`sweeper.job.timing.StepTimer` in
     the callback list: the timer stops its clock in its own ``on_step_end`` and starts the next one in
     ``on_step_begin``, so this write falls between two timed windows.
 
@@ -63,6 +64,26 @@ class StepProgress(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._write(state.global_step)  # global_step was incremented just before on_step_end
+
+
+class LossLog(TrainerCallback):
+    """Training losses as logged by the Trainer (one per optimizer step with ``logging_steps=1``, which
+    :func:`sweeper.point.passthrough.sweeper_training_args` sets; the Trainer logs after ``on_step_end``, outside
+    the timed window).
+
+    Attributes:
+        losses: each logged training loss (the mean over ranks of the steps since the last log).
+        steps: for each entry of :attr:`losses`, the optimizer step it was logged at (1-based ``global_step``).
+    """
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self.steps: list[int] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            self.losses.append(float(logs["loss"]))
+            self.steps.append(int(state.global_step))
 
 
 def model_flops_inputs(model: Any) -> dict[str, int]:
@@ -90,34 +111,32 @@ def model_flops_inputs(model: Any) -> dict[str, int]:
 
 
 def run_rank(point_dir: Path) -> int:
-    """Run this rank's part of the point; always writes its rank file. Returns the process exit code."""
+    """Run this rank's part of a measured point (the mode ``measure``) and write its rank file, the measurements
+    or the failure. Returns the process exit code (0: ok, 1: failed).
+
+    Raises:
+        OSError, ValueError: ``spec.json``, the search's answer or the device budget cannot be read (before any
+            training: the rank ends without a rank file).
+    """
     import torch
 
-    from sweeper.job.budget import BudgetWindow, apply_gpu_budget
-    from sweeper.job.measure import (
-        DtypeProbe,
-        LossLog,
-        MemoryWindow,
-        PhaseTracker,
-        ProfilerWindow,
-        StepTimer,
-        Windows,
-    )
+    from sweeper.job.budget import apply_gpu_budget
+    from sweeper.job.memory import BudgetWindow, MemoryWindow
+    from sweeper.job.timing import ProfilerWindow, StepTimer, Windows
     from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
-    from sweeper.job.verify import LabelCheck
+    from sweeper.job.verify import DtypeProbe, LabelCheck
     from sweeper.point.batch_search import searched_batch
     from sweeper.point.device_budget import read_budget
 
-    spec = PointSpec.from_dict(json.loads((point_dir / "spec.json").read_text()))
+    me = life.Rank(point_dir)
+    point_dir, spec = me.point_dir, me.spec
     if spec.batch_search:  # per_device_batch_size=auto: measure at the batch the search found (docs/batch-search.md)
         spec = spec.with_batch(searched_batch(point_dir))
     budget = read_budget(point_dir)  # device memory per rank (cluster.gpu_mem_gib), enforced on CPU too
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    use_cuda = spec.device != "cpu" and torch.cuda.is_available()
-    out: dict[str, Any] = {"rank": rank, "world_size": world, "pid": os.getpid(), "host": os.uname().nodename}
-    phase = PhaseTracker()
-    # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.measure.Windows)
+    rank, world, use_cuda = me.rank, me.world_size, me.use_cuda
+    out = me.header()
+    phase = life.PhaseTracker()
+    # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.timing.Windows)
     windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps, stop_rule(spec))
     timer = StepTimer(windows, use_cuda)
     memory = MemoryWindow(windows, use_cuda, budget)
@@ -129,7 +148,8 @@ def run_rank(point_dir: Path) -> int:
     progress = StepProgress(point_dir, rank)
     (point_dir / STEP_FILE.format(rank=rank)).unlink(missing_ok=True)  # an earlier attempt's progress
     t_start = time.perf_counter()
-    try:
+
+    def measure() -> None:
         if use_cuda and budget:
             apply_gpu_budget(budget)
         torch.manual_seed(spec.seed)
@@ -141,7 +161,7 @@ def run_rank(point_dir: Path) -> int:
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)
-        callbacks = [phase, check, *limits, timer, progress, memory, profiler, losses, *_user_callbacks(spec)]
+        callbacks = [phase, check, *limits, timer, progress, memory, profiler, losses, *life.user_callbacks(spec)]
         trainer = SweeperTrainer(
             model=model,
             args=args,
@@ -158,49 +178,43 @@ def run_rank(point_dir: Path) -> int:
         if spec.eval:
             phase.phase = "eval"
             out["eval"] = trainer.evaluate()
-        out["status"] = "ok"
-    except BaseException as e:  # noqa: BLE001 - every failure is a result
-        out["status"] = "failed"
-        out["failure"] = {
-            "exception_type": type(e).__name__,
-            "message": str(e)[:4000],
-            "traceback": traceback.format_exc()[-12000:],
-            "phase": phase.phase,
-            "step": phase.step,
-        }
-    out["train_wall_s"] = time.perf_counter() - t_start
-    out["steps_completed"] = progress.steps
-    out["setup"] = check.setup
-    out["step_times_s"] = timer.times_s
-    # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
-    out["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
-    out["timed_stop"] = windows.stop_reason
-    out["schedstat"] = timer.contention()  # timed window's CPU run-queue wait (sweeper.results.ranks)
-    out["losses"] = losses.losses
-    out["series"] = {  # per-step history, every window (sweeper.results.ranks.series_from_ranks merges it)
-        "step_wall_s": timer.wall_s,
-        "mem_high_water_bytes": timer.mem_high_water_bytes,
-        "mem_kind": timer.mem_kind,
-        "loss_steps": losses.steps,
-    }
-    out["memory"] = {
-        "tensor_peak_bytes": memory.peak_bytes,
-        "tensor_peak_breakdown_bytes": memory.breakdown_bytes,
-        "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        **memory.state_bytes,
+
+    me.attempt(measure, phase)
+    fields: RankFile = {
+        "train_wall_s": time.perf_counter() - t_start,
+        "steps_completed": progress.steps,
+        "setup": check.setup,
+        "step_times_s": timer.times_s,
+        # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
+        "timed_window": [windows.timed.start, windows.timed.stop if windows.decided else None],
+        "timed_stop": windows.stop_reason,
+        "schedstat": timer.contention(),  # timed window's CPU run-queue wait (sweeper.results.metrics)
+        "losses": losses.losses,
+        "series": {  # per-step history, every window (sweeper.results.metrics.series_from_ranks merges it)
+            "step_wall_s": timer.wall_s,
+            "mem_high_water_bytes": timer.mem_high_water_bytes,
+            "mem_kind": timer.mem_kind,
+            "loss_steps": losses.steps,
+        },
+        "memory": {
+            "tensor_peak_bytes": memory.peak_bytes,
+            "tensor_peak_breakdown_bytes": memory.breakdown_bytes,
+            "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            **memory.state_bytes,
+        },
     }
     if use_cuda:
-        out["memory"]["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
-        out["memory"]["cuda_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
-        out["device_name"] = torch.cuda.get_device_name()
-    out["artifacts"] = profiler.artifacts
-    if rank == 0 and out.get("status") == "ok":
-        out["peak"] = _peak(spec, use_cuda, out.get("device_name", ""))
-    write_json_atomic(point_dir / RANK_FILE.format(rank=rank), out)
-    return 0 if out["status"] == "ok" else 1
+        fields["memory"]["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        fields["memory"]["cuda_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        fields["device_name"] = torch.cuda.get_device_name()
+    fields["artifacts"] = profiler.artifacts
+    if rank == 0 and me.ok:
+        fields["peak"] = _peak(spec, use_cuda, fields.get("device_name", ""))
+    return me.write(out, fields)
 
 
-def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> dict[str, Any]:
+def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> RankPeak:
+    """The device peak MFU divides by: the datasheet's (GPU) or this host's measured matmul peak (CPU)."""
     from sweeper.job.cpu_peak import cpu_peak
     from sweeper.results.mfu import gpu_peak
 
@@ -216,35 +230,21 @@ def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> dict[str, Any]:
     return {"flops": p.flops, "source": p.source}
 
 
-def _user_callbacks(spec: PointSpec) -> list[Any]:
-    if not spec.callbacks:
-        return []
-    from hydra.utils import instantiate
+def _search(point_dir: Path) -> int:
+    from sweeper.job.batch_trials import run_search
 
-    from sweeper.redact import reveal
+    return run_search(point_dir)
 
-    return [instantiate(c) for c in reveal(spec.callbacks)]  # a callback's secret argument (sweeper.redact)
+
+#: The modes a rank runs (``--mode=<name>``), the default first.
+MODES: dict[str, life.Mode] = {"measure": run_rank, "search": _search}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of one rank. ``argv``: ``[point_dir]``. Under sweeper's local torchrun the rank dies with torchrun
-    (``PR_SET_PDEATHSIG``: torchrun dies with the driver, so a SIGKILLed driver leaves no rank behind), and one whose
-    torchrun is already gone stops at once (exit 1)."""
-    from sweeper.job.orphan import orphaned_at_start
-
-    if orphaned_at_start():
-        return 1
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m sweeper.job.harness <point_dir>", file=sys.stderr)
-        return 2
-    return run_rank(Path(argv[0]))
+    """Entry point of every rank: ``argv`` ``[point_dir]`` (measure) or ``["--mode=search", point_dir]``; the orphan
+    guard, then the mode (:func:`sweeper.job.rank.main`). Returns the exit code."""
+    return life.main(argv, MODES, "sweeper.job.harness")
 
 
 if __name__ == "__main__":
-    code = main()
-    # The rank file is written; skip interpreter teardown (about 3 s of module/thread cleanup for torch +
-    # transformers on 2 cores, measured by benchmarks/harness_overhead.py). Nothing after this needs cleanup.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    life.exit_now(main())  # the rank file is written: skip the interpreter's teardown

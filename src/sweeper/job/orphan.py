@@ -1,6 +1,6 @@
 """A rank never outlives the driver that started it (local launcher).
 
-:mod:`sweeper.launchers.local` starts torchrun with ``PR_SET_PDEATHSIG=SIGKILL`` (it dies with the driver) and tells
+:mod:`sweeper.launchers.torchrun` starts torchrun with ``PR_SET_PDEATHSIG=SIGKILL`` (it dies with the driver) and tells
 the ranks the driver's pid in ``SWEEPER_DRIVER_PID``. torchrun starts each rank in its own session, so a kill of
 torchrun's process group does not reach them: each rank therefore asks the kernel for the same signal when its own
 parent, torchrun, dies (``prctl(2)``, Linux). A rank whose torchrun died before that call is already orphaned: its

@@ -73,7 +73,7 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
     ``eval_accumulation_steps``, case P05). Nothing is saved, logged to a tracker, or evaluated in the timed window.
 
     ``max_steps`` is ``spec.total_steps``: with ``timed_steps=auto`` the timed window counted at its cap
-    (``timing.max_timed_steps``); :class:`sweeper.job.measure.StepTimer` stops training after the last profile step
+    (``timing.max_timed_steps``); :class:`sweeper.job.timing.StepTimer` stops training after the last profile step
     once the window's real end is known.
     """
     kw: dict[str, Any] = dict(output_dir=output_dir, use_cpu=use_cpu, **sweeper_training_args(spec))

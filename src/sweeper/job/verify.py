@@ -14,13 +14,39 @@ import torch
 from transformers import TrainerCallback
 
 from sweeper.grid.spec import PointSpec
-from sweeper.job.measure import DtypeProbe, local_tensor
+from sweeper.job.memory import local_tensor
 
 EXPECTED_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 class LabelMismatch(RuntimeError):
     """The point's label says one thing, the run does another (message says what and why)."""
+
+
+class DtypeProbe(TrainerCallback):
+    """Records the dtype a Linear layer really computes in during the first training step.
+
+    A forward hook on the first ``nn.Linear`` of the model stores its output dtype: under autocast that is the
+    autocast dtype, without it the weight dtype. This is how a silent fp32 run labelled fp16 is caught.
+    """
+
+    def __init__(self) -> None:
+        self.compute_dtype: str | None = None
+        self._handle = None
+
+    def attach(self, model: torch.nn.Module) -> None:
+        """Hook the first Linear of ``model``."""
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear):
+                self._handle = m.register_forward_hook(self._hook)
+                return
+
+    def _hook(self, module, inputs, output):
+        if self.compute_dtype is None and isinstance(output, torch.Tensor):
+            self.compute_dtype = str(output.dtype).replace("torch.", "")
+        if self._handle is not None and self.compute_dtype is not None:
+            self._handle.remove()
+            self._handle = None
 
 
 def observe_setup(trainer: Any, probe: DtypeProbe, unsharded_params: int) -> dict[str, Any]:

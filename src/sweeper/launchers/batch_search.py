@@ -1,6 +1,7 @@
-"""The driver side of ``per_device_batch_size=auto`` (local launcher): search the largest batch that fits, then
-measure the point at it. ``docs/batch-search.md`` is the user's page; :mod:`sweeper.point.batch_search` decides the
-trials, :mod:`sweeper.job.batch_trials` runs them.
+"""The driver side of ``per_device_batch_size=auto`` (local launcher): search the largest batch that fits; the
+local launcher (:func:`sweeper.launchers.local.run_prepared`) then measures the point at it.
+``docs/batch-search.md`` is the user's page; :mod:`sweeper.point.batch_search` decides the trials,
+:mod:`sweeper.job.batch_trials` runs them (the ranks' mode ``search``).
 
 1. The device budget (``cluster.gpu_mem_gib``) and the search state are written into the point directory; the
    search is seeded by the memory model's largest batch (:func:`sweeper.capacity.predict.max_batch_size`, else 1).
@@ -20,28 +21,41 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sweeper.grid.target import Target
-from sweeper.launchers.local import LOG_FILE, Launch, launch_ranks, record_launch, run_prepared
+from sweeper.launchers.torchrun import LOG_FILE, SEARCH, Launch, launch_ranks, record_launch
 from sweeper.point.batch_search import OOM_FILE, SearchState, Trial
 from sweeper.point.device_budget import write_budget
 from sweeper.point.lifecycle import Prepared, finish
 from sweeper.results.record import Record
 from sweeper.units import format_bytes
 
-TRIALS_MODULE = "sweeper.job.batch_trials"
+
+@dataclass
+class Found:
+    """The answer of a search: the largest batch that fits, to measure the point at.
+
+    Attributes:
+        batch: per-device batch size (samples).
+        search: the search as the record's ``setup["batch_search"]`` holds it (settings, trials, launches, answer,
+            ``search_wall_s`` in seconds).
+    """
+
+    batch: int
+    search: dict[str, Any]
 
 
-def run_searched(prepared: Prepared) -> Record:
-    """Search, then measure, a ``per_device_batch_size=auto`` point (see the module doc).
+def search_batch(prepared: Prepared) -> Found | Record:
+    """Search the largest batch of a ``per_device_batch_size=auto`` point (see the module doc); the point directory
+    is left clear of the trials' rank files for the measurement.
 
     Returns:
-        The record written: the measurement at the batch found; ``oom`` when not even one sample fits; or the
-        failure that stopped the search (error, timeout, host_oom), at the batch it was trying. Never raises for a
-        failing point.
+        The batch found; or the record written when there is nothing to measure: ``oom`` when not even one sample
+        fits, or the failure that stopped the search (error, timeout, host_oom), at the batch it was trying. Never
+        raises for a failing point.
     """
     pdir, spec = prepared.pdir, prepared.spec
     budget = write_budget(pdir, prepared.target)
@@ -53,7 +67,7 @@ def run_searched(prepared: Prepared) -> Record:
         state.launches += 1
         state.write(pdir)
         remaining = max(1.0, spec.timeout_s - (time.perf_counter() - t0))
-        launch = launch_ranks(spec.with_batch(batch), pdir, TRIALS_MODULE, timeout_s=remaining)
+        launch = launch_ranks(spec.with_batch(batch), pdir, SEARCH, timeout_s=remaining)
         state = SearchState.read(pdir) or state
         ooms = _read_ooms(pdir)
         if ooms and not launch.timed_out:
@@ -65,7 +79,7 @@ def run_searched(prepared: Prepared) -> Record:
     if not state.answer:
         return _none_fits(prepared, state, search)
     _clear(pdir)
-    return run_prepared(replace(prepared, spec=spec.with_batch(state.answer)), setup={"batch_search": search})
+    return Found(state.answer, search)
 
 
 def _initial_state(pdir: Path, prepared: Prepared, capacity: int | None) -> SearchState:

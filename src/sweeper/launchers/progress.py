@@ -2,8 +2,8 @@
 ends, and the sweep's ETA.
 
 * **Where a point is**: the ranks publish the optimizer steps they have finished in ``rank<r>.step`` (see
-  :mod:`sweeper.results.ranks`); the driver reads them (never the ranks: it costs them nothing) on each pass of the
-  local launcher's wait loop (:func:`sweeper.launchers.local._run_ranks`, every :data:`POLL_S` s), and
+  :mod:`sweeper.results.rankfile`); the driver reads them (never the ranks: it costs them nothing) on each pass of the
+  local launcher's wait loop (:func:`sweeper.launchers.torchrun._run_ranks`, every :data:`POLL_S` s), and
   :func:`position` turns the slowest rank's count and the spec's windows into ``setup``, ``warm-up``, ``timed``,
   ``memory``, ``profile``, then ``writing record`` (all steps done, or the ranks gone).
 * **ETA** (:class:`SweepClock`): the mean driver wall time of the points that launched ranks in this run (resumed,
@@ -30,7 +30,7 @@ from rich.status import Status
 from rich.text import Text
 
 from sweeper.grid.spec import PointSpec
-from sweeper.results.ranks import read_rank_steps
+from sweeper.results.rankfile import read_rank_steps
 from sweeper.results.record import Record
 from sweeper.units import MIB
 
@@ -94,7 +94,7 @@ class Position:
 
 def position(spec: PointSpec, steps: Mapping[int, int], ranks_done: bool = False) -> Position:
     """Where the ranks of ``spec`` are, from ``steps`` (rank -> optimizer steps finished, as
-    :func:`sweeper.results.ranks.read_rank_steps` returns).
+    :func:`sweeper.results.rankfile.read_rank_steps` returns).
 
     The slowest rank decides: until every one of the ``spec.world_size`` ranks has a step file the point is in
     ``setup`` (model build, Trainer set-up); with ``n`` steps finished, step ``n + 1`` runs, in the window that

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
 from sweeper.results.atomic import write_error_text, write_json_atomic
+from sweeper.results.rankfile import RankFile, read_rank_steps
 from sweeper.results.record import (
     RESULT_FILE,
     Record,
@@ -246,7 +247,7 @@ def begin(
 
 def finish(
     prepared: Prepared,
-    ranks: list[dict[str, Any]],
+    ranks: list[RankFile],
     *,
     returncode: int | None,
     timed_out: bool,
@@ -255,25 +256,31 @@ def finish(
     env: dict[str, Any] | None = None,
     outcome: dict[str, Any] | None = None,
     artifacts: dict[str, str] | None = None,
+    amend: Callable[[dict[str, Any], dict[int, int]], dict[str, Any]] | None = None,
 ) -> Record:
-    """Turn what the ranks left into the point's final record and write it.
+    """Turn what the ranks left into the point's final record and write it: the one place the rank files are
+    summarised (:func:`sweeper.results.outcome.summarize_ranks`), for every launcher.
 
     Args:
-        ranks: the rank files' contents (see ``docs/architecture.md``, rank-file schema), any order.
+        ranks: the rank files' contents (:class:`sweeper.results.rankfile.RankFile`), any order.
         returncode: the launcher's exit code for the ranks (torchrun's, or rank 0's under SLURM); None if unknown.
         timed_out: the launcher stopped the ranks at ``timeout_s``.
         log_tail: the end of the ranks' combined log (signal names, torchrun's error summary).
         wall_time_s: seconds from starting the ranks to now.
         env: the environment to record (default: this process's).
-        outcome: a launcher-decided outcome (e.g. ``host_oom`` from the host-memory watch) that replaces the
-            one read from the rank files; same keys as :func:`sweeper.results.ranks.summarize_ranks` returns.
+        outcome: a launcher-decided outcome that replaces the one read from the rank files (a batch search in
+            which nothing fits); same keys as :func:`sweeper.results.outcome.summarize_ranks` returns.
         artifacts: extra files of the point (name -> path relative to the point directory), e.g. the ranks' log.
+        amend: the launcher's word on the outcome read from the rank files, ``amend(outcome, steps) -> outcome``
+            (``steps``: rank -> optimizer steps finished, from the ``rank<r>.step`` files): its own measurements
+            added, its own verdict (``host_oom`` from the host-memory watch) in place of the ranks'.
 
     Returns:
         The record written, with the point's predicted numbers (:func:`predicted_for`, given its measurements) and
-        its per-step series (:func:`sweeper.results.ranks.series_from_ranks`, from ``ranks`` whatever the outcome).
+        its per-step series (:func:`sweeper.results.metrics.series_from_ranks`, from ``ranks`` whatever the outcome).
     """
-    from sweeper.results.ranks import read_rank_steps, series_from_ranks, summarize_ranks
+    from sweeper.results.metrics import series_from_ranks
+    from sweeper.results.outcome import summarize_ranks
 
     spec = prepared.spec
     env = dict(env if env is not None else environment())
@@ -282,9 +289,14 @@ def finish(
         env["device_name"] = ranks[0]["device_name"]
     if ranks:  # the host each rank ran on, in rank order (rank files' "host"; a rank without a file is left out)
         env["hosts"] = [r.get("host") for r in sorted(ranks, key=lambda r: r.get("rank", 0))]
-    result = outcome or summarize_ranks(
-        spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail, steps=read_rank_steps(prepared.pdir)
-    )
+    result = outcome
+    if not result:
+        steps = read_rank_steps(prepared.pdir)
+        result = summarize_ranks(
+            spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail, steps=steps
+        )
+        if amend is not None:
+            result = amend(result, steps)
     predicted = predicted_for(spec, prepared.target, result.get("metrics"))
     try:  # from the rank files even when the launcher decided the outcome: a failed point keeps its history
         series = series_from_ranks(spec, ranks)

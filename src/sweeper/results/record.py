@@ -69,7 +69,7 @@ class Record:
         env: host, devices, library versions, SLURM job id.
         artifacts: paths (relative to the point directory) of traces, top-op tables and logs.
         wall_time_s: seconds from launching the point's ranks to the record being written.
-        series: the point's per-step history (:func:`sweeper.results.ranks.series_from_ranks`), or None (no rank
+        series: the point's per-step history (:func:`sweeper.results.metrics.series_from_ranks`), or None (no rank
             finished a step, or an older record). Plain JSON: lists of equal length, one entry per optimizer step
             of every window -- ``step`` (int, 1-based), ``window`` (``warmup``/``timed``/``memory``/``profile``),
             ``step_time_s`` (float, seconds, slowest rank), ``loss`` (float or None, rank 0's logged loss),

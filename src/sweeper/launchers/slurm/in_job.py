@@ -3,8 +3,8 @@
 It is a small top-level callable taking plain data (case P08: no loggers, trainers or locks are pickled; they are
 built inside the job). The torch.distributed rendezvous comes from the SLURM environment (master address = first
 node of the allocation, port derived from the job id; :class:`submitit.helpers.TorchDistributedEnvironment`), so
-the same job runs on N nodes x G GPUs. Rank 0 merges the rank files into the point's record, as the local driver
-does.
+the same job runs on N nodes x G GPUs. Rank 0 merges the rank files into the point's record with
+:func:`sweeper.point.lifecycle.finish`, as the local driver does.
 
 Scheduler signals: SLURM sends USR2 ``signal_delay_s`` before the time limit (and on some clusters before
 preemption). submitit calls :meth:`SlurmPoint.checkpoint` on rank 0. submitit's own rule (timed out after 80 % of
@@ -24,6 +24,7 @@ from typing import Any
 import submitit
 
 from sweeper.envinfo import slurm_job_id
+from sweeper.results.rankfile import RankFile, rank_file_path, read_rank_files
 from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record
 
 RANK_FILES_WAIT_S = 120.0
@@ -43,7 +44,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
 
     def __call__(self, payload: dict[str, Any]) -> str:
         from sweeper.envinfo import environment
-        from sweeper.job.harness import RANK_FILE, run_rank
+        from sweeper.job.harness import run_rank
         from sweeper.point.lifecycle import Prepared, finish
 
         self._t0 = time.time()
@@ -67,7 +68,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         dist_env = submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         # the first node's address as SLURM knows it, not its name (which need not resolve to the right interface)
         os.environ["MASTER_ADDR"] = master_addr = rendezvous_address(dist_env.master_addr)
-        (pdir / RANK_FILE.format(rank=rank)).unlink(missing_ok=True)
+        rank_file_path(pdir, rank).unlink(missing_ok=True)
         t_start = time.perf_counter()
         code = run_rank(pdir)
         if rank != 0:
@@ -76,7 +77,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         if done:  # the time-limit signal arrived and the timeout is already recorded
             return done
         prepared = Prepared.from_payload(payload)
-        ranks = _wait_for_rank_files(pdir, prepared.spec.world_size, RANK_FILE)
+        ranks = _wait_for_rank_files(pdir, prepared.spec.world_size)
         env = environment()
         env["device_type"] = "cuda" if ranks and ranks[0].get("device_name") else "cpu"
         # the job is still RUNNING when it writes its own record; its final state/exit code are in sacct
@@ -172,14 +173,12 @@ def _final_status(pdir: Path) -> str | None:
     return None
 
 
-def _wait_for_rank_files(pdir: Path, world_size: int, pattern: str) -> list[dict[str, Any]]:
-    """The ranks' files, waiting (bounded) for ranks that finish a little after rank 0."""
-    import json
-
+def _wait_for_rank_files(pdir: Path, world_size: int) -> list[RankFile]:
+    """The ranks' files, in rank order, waiting (at most :data:`RANK_FILES_WAIT_S` seconds) for ranks that finish a
+    little after rank 0 (:func:`sweeper.results.rankfile.read_rank_files`, the reader every launcher uses)."""
     deadline = time.monotonic() + RANK_FILES_WAIT_S
     while True:
-        paths = [pdir / pattern.format(rank=r) for r in range(world_size)]
-        present = [p for p in paths if p.exists()]
+        present = [r for r in range(world_size) if rank_file_path(pdir, r).exists()]
         if len(present) == world_size or time.monotonic() > deadline:
-            return [json.loads(p.read_text()) for p in present]
+            return read_rank_files(pdir, present)
         time.sleep(0.5)

@@ -1,6 +1,8 @@
-"""Measurements taken inside each rank, as HF ``TrainerCallback``s.
+"""Time inside each rank, as HF ``TrainerCallback``s: the step windows, every step's wall time, the CPU contention
+of the timed window and the profiler's trace.
 
-Steps run in windows, in this order (``warmup_steps``, ``timed_steps``, ``memory_steps``, ``profile_steps``):
+Steps run in windows, in this order (``warmup_steps``, ``timed_steps``, ``memory_steps``, ``profile_steps``;
+:class:`Windows`):
 
 * warm-up: dropped (first steps pay for lazy init, allocator growth, JIT).
 * timed: ``time.perf_counter()`` from ``on_step_begin`` to ``on_step_end`` (one optimizer step, all
@@ -8,12 +10,8 @@ Steps run in windows, in this order (``warmup_steps``, ``timed_steps``, ``memory
   ``timed_steps=auto``: the window goes on until the 95 % interval of the median step time (slowest rank per step)
   is within ``timing.ci_rel`` of the median, or ``timing.max_timed_steps`` (:class:`StepTimer`,
   :class:`sweeper.results.stats.StopRule`); the windows after it follow its real end (:class:`Windows`).
-* memory: on CPU, ``torch.distributed._tools.mem_tracker.MemTracker`` counts tensor bytes (the CPU analogue of
-  the CUDA allocator's peak; it slows a step about 4x, hence its own window). On CUDA the allocator's peak
-  (``max_memory_allocated``/``max_memory_reserved``) covers the whole run at no cost. Model-state bytes
-  (parameters, gradients, optimizer state held by this rank) are counted in this window, just before the
-  optimizer step, when gradients exist.
-* profile: ``torch.profiler`` trace (chrome JSON) and a top-ops table.
+* memory: tensor bytes and model-state bytes (:mod:`sweeper.job.memory`).
+* profile: ``torch.profiler`` trace (chrome JSON) and a top-ops table (:class:`ProfilerWindow`).
 
 Every step of every window is also timed the same way and followed (after the clock stops) by a reading of the
 memory high-water mark, for the point's per-step history (:class:`StepTimer`, ``Record.series``).
@@ -31,74 +29,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from sweeper.results.mfu import Peak
-
-
-def local_tensor(t: torch.Tensor) -> torch.Tensor:
-    """The part of a (possibly sharded) tensor that this rank holds: DTensor -> local shard; DeepSpeed ZeRO-3
-    partitioned parameter -> its partition (the visible tensor is an empty placeholder)."""
-    if hasattr(t, "ds_tensor"):
-        t = t.ds_tensor
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
-def tensor_bytes(t: torch.Tensor | None) -> int:
-    """Bytes this rank holds for ``t`` (DTensor: local shard; DeepSpeed ZeRO-3 param: its partition)."""
-    if t is None:
-        return 0
-    t = local_tensor(t)
-    return t.numel() * t.element_size()
-
-
-def innermost_optimizer(opt: Any) -> Any:
-    """Unwrap accelerate / DeepSpeed optimizer wrappers down to the torch optimizer that holds the state."""
-    seen = set()
-    while hasattr(opt, "optimizer") and id(opt) not in seen:
-        seen.add(id(opt))
-        opt = opt.optimizer
-    return opt
-
-
-def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
-    """Bytes of parameters, gradients and optimizer state that *this rank* holds.
-
-    Gradients: ``param.grad`` (local shard); None under DeepSpeed (see below). Optimizer state: every tensor in
-    the innermost torch optimizer's ``state`` (Adam: exp_avg, exp_avg_sq, step), plus DeepSpeed's fp32 master
-    partitions (ZeRO keeps them apart from the model's parameters: 4 + 8 bytes/param / N, the ZeRO paper's 12x/N).
-
-    Returns:
-        ``{"param_bytes": int, "grad_bytes": int | None, "optimizer_state_bytes": int}``.
-    """
-    params = list(model.parameters())
-    param_bytes = sum(tensor_bytes(p) for p in params)
-    grad_bytes = sum(tensor_bytes(p.grad) for p in params)
-    inner = innermost_optimizer(optimizer)
-    state_bytes = 0
-    for state in getattr(inner, "state", {}).values():
-        for v in state.values():
-            if isinstance(v, torch.Tensor):
-                state_bytes += tensor_bytes(v)
-    masters = _deepspeed_master_partitions(optimizer)
-    if masters is not None:
-        # DeepSpeed ZeRO steps fp32 master partitions that are copies of the model's parameters; its gradient
-        # partitions are consumed inside its own step (before the Trainer's optimizer hooks), so not observable
-        state_bytes += sum(tensor_bytes(p) for p in masters)
-        return {"param_bytes": param_bytes, "grad_bytes": None, "optimizer_state_bytes": state_bytes}
-    return {"param_bytes": param_bytes, "grad_bytes": grad_bytes, "optimizer_state_bytes": state_bytes}
-
-
-def _deepspeed_master_partitions(optimizer: Any) -> list[torch.Tensor] | None:
-    """DeepSpeed's fp32 master partitions held by this rank (ZeRO-1/2: ``single_partition_of_fp32_groups``,
-    ZeRO-3: ``fp32_partitioned_groups_flat``), or None when the optimizer is not a DeepSpeed ZeRO optimizer."""
-    seen = set()
-    opt = optimizer
-    while opt is not None and id(opt) not in seen:
-        seen.add(id(opt))
-        for attr in ("single_partition_of_fp32_groups", "fp32_partitioned_groups_flat"):
-            if hasattr(opt, attr):
-                return list(getattr(opt, attr))
-        opt = getattr(opt, "optimizer", None)
-    return None
+from sweeper.results.rankfile import Schedstat
 
 
 class Windows:
@@ -140,20 +71,6 @@ class Windows:
     def end(self) -> int:
         """Optimizer steps of the whole run as known now (1-based number of the last profile step)."""
         return self.profile.stop
-
-
-class PhaseTracker(TrainerCallback):
-    """Knows the phase (setup / train / eval) and the current optimizer step, for failure records."""
-
-    def __init__(self) -> None:
-        self.phase = "setup"
-        self.step: int | None = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.phase = "train"
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.step = state.global_step
 
 
 #: Where Linux lists the threads of this process; each has a ``schedstat`` file (:func:`read_schedstat`).
@@ -290,8 +207,8 @@ class StepTimer(TrainerCallback):
         self._window_t0: float | None = None
         self._sched0: dict[int, tuple[int, int]] | None = None
 
-    def contention(self) -> dict[str, float | int | None]:
-        """The timed window's CPU contention for the rank file (``schedstat`` in :mod:`sweeper.results.ranks`):
+    def contention(self) -> Schedstat:
+        """The timed window's CPU contention for the rank file (:class:`sweeper.results.rankfile.Schedstat`):
         ``runqueue_wait_s`` and ``cpu_s`` of the training thread, ``all_threads_runqueue_wait_s`` and
         ``all_threads_cpu_s`` summed over the process's threads, ``wall_s`` (seconds; see the attributes) and
         ``threads``; None values when schedstat could not be read or the window never ended."""
@@ -375,62 +292,6 @@ def slowest_over_ranks(seconds: float) -> float:
     return float(t.item())
 
 
-class MemoryWindow(TrainerCallback):
-    """Tensor-byte peak (CPU, MemTracker) and model-state bytes of this rank, in the memory window.
-
-    Attributes after training:
-        peak_bytes: MemTracker's peak total over the window (CPU only; None on CUDA).
-        breakdown_bytes: that peak split by MemTracker's categories (Parameter, Buffer, Gradient, Activation,
-            Temp, Optstate, Other).
-        state_bytes: :func:`model_state_bytes` measured before the window's first optimizer step.
-    """
-
-    def __init__(self, windows: Windows, cuda: bool, budget_bytes: int | None = None) -> None:
-        self.windows = windows
-        self.cuda = cuda
-        self.budget_bytes = budget_bytes  # CPU: raise the OOM a GPU would past it (sweeper.job.budget)
-        self.peak_bytes: int | None = None
-        self.breakdown_bytes: dict[str, int] = {}
-        self.state_bytes: dict[str, int] = {}
-        self._tracker = None
-        self._model = None
-        self._optimizer = None
-
-    def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
-        if state.global_step not in self.windows.memory:
-            return
-        self._model, self._optimizer = model, optimizer
-        if self.cuda:
-            return
-        if self._tracker is None:
-            from torch.distributed._tools.mem_tracker import MemTracker
-
-            from sweeper.job.budget import BudgetTracker
-
-            self._tracker = BudgetTracker(self.budget_bytes) if self.budget_bytes else MemTracker()
-            self._tracker.track_external(model, innermost_optimizer(optimizer))
-            self._tracker.__enter__()
-        else:
-            self._tracker.reset_mod_stats()
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        if state.global_step == self.windows.memory.start and self._model is not None:
-            self.state_bytes = model_state_bytes(self._model, self._optimizer)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self._tracker is not None and state.global_step - 1 == self.windows.memory.stop - 1:
-            self._tracker.__exit__(None, None, None)
-            snap = self._tracker.get_tracker_snapshot("peak")
-            totals: dict[str, int] = {}
-            for per_dev in snap.values():
-                for k, v in per_dev.items():
-                    key = getattr(k, "value", str(k))
-                    totals[key] = totals.get(key, 0) + int(v)
-            self.peak_bytes = totals.pop("Total", None)
-            self.breakdown_bytes = totals
-            self._tracker = None
-
-
 class ProfilerWindow(TrainerCallback):
     """A ``torch.profiler`` trace of the profile window; exports a chrome trace and a top-ops table per rank."""
 
@@ -464,72 +325,3 @@ class ProfilerWindow(TrainerCallback):
                 self._prof.export_chrome_trace(str(trace))
                 self.artifacts[f"trace_rank{self.rank}"] = trace.name
             self._prof = None
-
-
-class DtypeProbe(TrainerCallback):
-    """Records the dtype a Linear layer really computes in during the first training step.
-
-    A forward hook on the first ``nn.Linear`` of the model stores its output dtype: under autocast that is the
-    autocast dtype, without it the weight dtype. This is how a silent fp32 run labelled fp16 is caught.
-    """
-
-    def __init__(self) -> None:
-        self.compute_dtype: str | None = None
-        self._handle = None
-
-    def attach(self, model: torch.nn.Module) -> None:
-        """Hook the first Linear of ``model``."""
-        for m in model.modules():
-            if isinstance(m, torch.nn.Linear):
-                self._handle = m.register_forward_hook(self._hook)
-                return
-
-    def _hook(self, module, inputs, output):
-        if self.compute_dtype is None and isinstance(output, torch.Tensor):
-            self.compute_dtype = str(output.dtype).replace("torch.", "")
-        if self._handle is not None and self.compute_dtype is not None:
-            self._handle.remove()
-            self._handle = None
-
-
-class LossLog(TrainerCallback):
-    """Training losses as logged by the Trainer (one per optimizer step with ``logging_steps=1``, which
-    :func:`sweeper.point.passthrough.sweeper_training_args` sets; the Trainer logs after ``on_step_end``, outside
-    the timed window).
-
-    Attributes:
-        losses: each logged training loss (the mean over ranks of the steps since the last log).
-        steps: for each entry of :attr:`losses`, the optimizer step it was logged at (1-based ``global_step``).
-    """
-
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-        self.steps: list[int] = []
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "loss" in logs:
-            self.losses.append(float(logs["loss"]))
-            self.steps.append(int(state.global_step))
-
-
-def measure_cpu_peak(dtype: str = "fp32", n: int = 512, seconds: float = 0.3) -> Peak:
-    """Measure this process's matmul FLOP/s on the CPU (same thread count as the training ranks).
-
-    Runs an ``n x n`` matmul (2·n³ FLOPs each) repeatedly for about ``seconds`` and takes the best rate.
-
-    Returns:
-        A :class:`Peak` labelled "measured: ...". Imports torch.
-    """
-    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-    a = torch.randn(n, n, dtype=tdtype)
-    b = torch.randn(n, n, dtype=tdtype)
-    a @ b  # warm-up
-    best = 0.0
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        a @ b
-        dt = time.perf_counter() - t0
-        best = max(best, 2 * n**3 / dt)
-    threads = torch.get_num_threads()
-    return Peak(best, f"measured: {dtype} matmul {n}x{n}, {threads} thread(s), best of {seconds:.1f} s")

@@ -1,0 +1,317 @@
+"""Run a point's ranks on this machine under torchrun, bounded, and record what they left.
+
+The driver side of the local launcher (:mod:`sweeper.launchers.local` decides what to launch; a batch search,
+:mod:`sweeper.launchers.batch_search`, launches its trials here too). It never imports torch: the ranks run in their
+own processes, so a rank that crashes, hangs or runs out of memory cannot take the sweep with it, and a point that
+outgrows its host-memory limit is stopped before it can take the machine with it
+(:mod:`sweeper.launchers.host_memory`). Every rank runs ``python -m sweeper.job.harness [--mode=search] <pdir>``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweeper.grid.spec import PointSpec
+from sweeper.launchers import progress
+from sweeper.launchers.cgroup import CgroupMemoryLimit
+from sweeper.launchers.host_memory import (
+    Limit,
+    RssWatch,
+    WatchResult,
+    host_oom_outcome,
+    resolve_limit,
+)
+from sweeper.point.lifecycle import Prepared, finish
+from sweeper.results.rankfile import RankFile, read_rank_files
+from sweeper.results.record import Record
+
+LOG_FILE = "ranks.log"
+#: The environment variable that tells the ranks the driver's pid (their orphan check, :mod:`sweeper.job.orphan`).
+DRIVER_PID_ENV = "SWEEPER_DRIVER_PID"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PRCTL: Callable[..., int] | None = None
+#: The module every rank runs: ``python -m sweeper.job.harness [--mode=search] <pdir>`` (:mod:`sweeper.job.harness`).
+HARNESS = "sweeper.job.harness"
+#: The ranks' modes: a measured point, or the trials of a batch search (which write no step files).
+MEASURE, SEARCH = "measure", "search"
+KILL_GRACE_S = 10.0
+
+
+@dataclass
+class Launch:
+    """One launch of a point's ranks and what they left.
+
+    Attributes:
+        returncode, timed_out: torchrun's exit code; stopped at the time limit.
+        ranks: the rank files. log_tail: the end of the ranks' log. wall_s: seconds the launch took.
+        limit: the host-memory limit enforced. watch: what the RSS watch saw (the largest sum of the ranks' RSS).
+        host_oom: stopped at the host-memory limit (a timeout that came first stays a timeout).
+        cgroup_peak_bytes: ``memory.peak`` of the ranks' cgroup when the kernel enforced the limit, else None.
+    """
+
+    returncode: int
+    timed_out: bool
+    ranks: list[RankFile]
+    log_tail: str
+    wall_s: float
+    limit: Limit
+    watch: WatchResult
+    host_oom: bool = False
+    cgroup_peak_bytes: int | None = None
+
+
+def launch_ranks(spec: PointSpec, pdir: Path, mode: str = MEASURE, timeout_s: float | None = None) -> Launch:
+    """Run the ranks of ``spec`` in ``mode`` (:data:`MEASURE` or :data:`SEARCH`) under torchrun, bounded by
+    ``timeout_s`` (default ``spec.timeout_s``) and the host-memory limit (``host_mem_limit_gib`` or the default of
+    :func:`sweeper.launchers.host_memory.default_limit_bytes`, resolved now), and read what they left."""
+    pdir = Path(pdir)
+    limit = resolve_limit(spec.host_mem_limit_gib)
+    t0 = time.perf_counter()
+    run = _run_ranks(spec, pdir, limit, mode, timeout_s)
+    wall = time.perf_counter() - t0
+    ranks = read_rank_files(pdir)
+    log_tail = _tail(pdir / LOG_FILE)
+    return Launch(
+        run.returncode, run.timed_out, ranks, log_tail, wall, limit, run.watch, run.host_oom, run.cgroup_peak_bytes
+    )
+
+
+def record_launch(prepared: Prepared, launch: Launch, setup: dict[str, Any] | None = None) -> Record:
+    """The point's record from one launch (:func:`sweeper.point.lifecycle.finish` summarises the rank files), with
+    the launcher's word on it: every record carries the host-memory limit (``metrics["host_mem_limit_bytes"]``) and
+    the largest sum of the ranks' RSS seen (``metrics["host_rss_peak_bytes"]``, sampled every
+    :data:`~sweeper.launchers.host_memory.POLL_S` s), bytes; a launch stopped at the limit is ``host_oom``
+    (:func:`sweeper.launchers.host_memory.host_oom_outcome`); ``setup`` entries are added to the record's ``setup``
+    (a searched point's ``batch_search``)."""
+
+    def amend(outcome: dict[str, Any], steps: dict[int, int]) -> dict[str, Any]:
+        outcome["metrics"].update(host_mem_limit_bytes=launch.limit.bytes, host_rss_peak_bytes=launch.watch.peak_bytes)
+        if launch.host_oom:
+            outcome = host_oom_outcome(outcome, launch.limit, launch.watch, steps, launch.cgroup_peak_bytes)
+        if setup:
+            outcome["setup"] = {**(outcome.get("setup") or {}), **setup}
+        return outcome
+
+    return finish(
+        prepared,
+        launch.ranks,
+        returncode=launch.returncode,
+        timed_out=launch.timed_out,
+        log_tail=launch.log_tail,
+        wall_time_s=launch.wall_s,
+        amend=amend,
+        artifacts={"log": LOG_FILE},
+    )
+
+
+@dataclass
+class _Run:
+    returncode: int
+    timed_out: bool
+    watch: WatchResult
+    cgroup_oom: bool = False
+    cgroup_peak_bytes: int | None = None
+
+    @property
+    def host_oom(self) -> bool:
+        """Stopped at the host-memory limit (a timeout that came first stays a timeout)."""
+        return not self.timed_out and (self.watch.tripped or self.cgroup_oom)
+
+
+def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, timeout_s: float | None = None) -> _Run:
+    """Start ``ranks_per_node`` ranks of ``python -m sweeper.job.harness [--mode=<mode>] <pdir>`` with torchrun
+    (c10d rendezvous on a free port) in their own session, wait at most ``timeout_s`` (default ``spec.timeout_s``)
+    seconds, then stop the whole process group (SIGTERM, then SIGKILL after 10 s). While it waits, the point's
+    progress line follows the ranks' step files (:func:`_wait`, :mod:`sweeper.launchers.progress`).
+
+    Meanwhile :class:`~sweeper.launchers.host_memory.RssWatch` kills the process group (SIGKILL) as soon as the
+    ranks' summed RSS reaches ``limit``; where a delegated cgroup v2 allows it, the ranks also run in a child cgroup
+    with ``memory.max`` = ``limit`` (:class:`~sweeper.launchers.cgroup.CgroupMemoryLimit`). Ctrl-C (or any
+    exception in the driver) stops the process group too, then propagates. A driver killed outright (SIGKILL)
+    takes torchrun with it (:func:`_die_with_parent_fn`), and torchrun its ranks (the harness's own parent-death
+    signal): no orphan rank outlives a killed sweep.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={spec.ranks_per_node}",
+        "--max-restarts=0",
+        "-m",
+        HARNESS,
+        *([] if mode == MEASURE else [f"--mode={mode}"]),
+        str(pdir),
+    ]
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env[DRIVER_PID_ENV] = str(os.getpid())  # the ranks' orphan check (sweeper.job.rank.main)
+    cgroup = CgroupMemoryLimit.create(limit.bytes)
+    try:
+        with open(pdir / LOG_FILE, "ab") as log:
+            argv = cgroup.wrap(cmd) if cgroup else cmd
+            proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent_fn(),
+            )
+            with RssWatch(proc.pid, limit.bytes) as watch:
+                try:
+                    wait_s = spec.timeout_s if timeout_s is None else timeout_s
+                    returncode, timed_out = _wait(proc, wait_s, spec, pdir, search=mode == SEARCH), False
+                    _kill_leftovers(proc)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc)
+                    returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+                    timed_out = True
+                except BaseException:
+                    _kill_group(proc)  # Ctrl-C or the driver being stopped: leave no orphan ranks
+                    raise
+        cgroup_oom = cgroup is not None and cgroup.oom_killed()
+        peak = cgroup.peak_bytes() if cgroup is not None and cgroup_oom else None
+        return _Run(returncode, timed_out, watch.result, cgroup_oom, peak)
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+
+
+def _die_with_parent_fn() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes torchrun die (SIGKILL) when the driver dies, however it dies (even SIGKILL, which
+    no handler sees): Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, kept across ``exec``. The ranks set the same on
+    themselves (:func:`sweeper.job.rank.main`), so a killed driver leaves no torchrun and no rank behind. A driver
+    that died between the fork and the ``prctl`` is caught by comparing the parent pid. None off Linux.
+
+    Only a preloaded C function runs in the child (no import, no allocation of note): safe with the driver's
+    threads (progress display, host-memory watch). The signal follows the driver *thread* that started torchrun;
+    that thread waits for torchrun in :func:`_run_ranks`, so it never ends first."""
+    global _PRCTL
+    if not sys.platform.startswith("linux"):
+        return None
+    if _PRCTL is None:
+        try:
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
+    prctl, parent, sigkill = _PRCTL, os.getpid(), int(signal.SIGKILL)
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
+        if os.getppid() != parent:  # the driver is already gone: do not start an orphan
+            os._exit(1)
+
+    return die_with_parent
+
+
+def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: Path, search: bool) -> int:
+    """Wait for torchrun to exit, at most ``wait_s`` seconds (None: no limit), telling
+    :mod:`sweeper.launchers.progress` where the ranks are every :data:`~sweeper.launchers.progress.POLL_S` s (the
+    driver reads the step files; the ranks do nothing for it) and once when they exit. ``search``: a batch-search
+    trial launch. Returns torchrun's exit code.
+
+    Raises:
+        subprocess.TimeoutExpired: past ``wait_s``.
+    """
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    shown = float("-inf")
+    prefetch = not search  # a measured point's ranks leave rank files; a search trial's are read at once anyway
+    while True:
+        now = time.monotonic()
+        if now - shown >= progress.POLL_S:
+            progress.ranks_running(spec, pdir, search=search)
+            shown = now
+        if prefetch and _rank_files_written(pdir, spec.world_size):
+            prefetch_imports()
+            prefetch = False
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, wait_s)
+        poll = PREFETCH_POLL_S if prefetch else progress.POLL_S
+        try:
+            returncode = proc.wait(timeout=poll if left is None else min(poll, left))
+        except subprocess.TimeoutExpired:
+            continue
+        progress.ranks_running(spec, pdir, search=search, ranks_done=True)
+        return returncode
+
+
+#: Seconds between two looks for the ranks' result files while a point runs (a directory listing).
+PREFETCH_POLL_S = 0.1
+#: Third-party modules the driver needs once a point's ranks are done (the record's table and the report), imported
+#: in a background thread while torchrun shuts down (:func:`prefetch_imports`). Only libraries: a sweeper module could
+#: be in the middle of being imported by the main thread, and two threads importing each other's modules deadlock.
+PREFETCH_MODULES = ("pandas", "pyarrow", "pyarrow.parquet")
+_prefetched = False
+
+
+def _rank_files_written(pdir: Path, world_size: int) -> bool:
+    """Every rank of the point has written its rank file (they write it last, then exit)."""
+    return sum(1 for _ in pdir.glob("rank*.json")) >= world_size
+
+
+def prefetch_imports() -> None:
+    """Import :data:`PREFETCH_MODULES` in a daemon thread, once per process, as soon as a point's ranks have
+    written their results: torchrun then takes about half a second to shut down on one core, while the report's
+    libraries take about as long to import (``benchmarks/harness_overhead.py``: pandas and pyarrow, 0.5 s of a
+    lone point's wall time). Nothing is measured at that moment, so the import competes with no timed step. A
+    module that fails to import is left for the main thread to fail on, with its own error."""
+    global _prefetched
+    if _prefetched:
+        return
+    _prefetched = True
+
+    def run() -> None:
+        for name in PREFETCH_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the main thread imports it again and reports its own error
+                return
+
+    threading.Thread(target=run, name="prefetch-imports", daemon=True).start()
+
+
+def _kill_leftovers(proc: subprocess.Popen) -> None:
+    """SIGKILL whatever is left of the ranks' process group after torchrun exited (a rank torchrun did not reap
+    must not outlive its point)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tail(path: Path, n_bytes: int = 6000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""

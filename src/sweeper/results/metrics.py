@@ -1,0 +1,268 @@
+"""A point's metrics from its rank files (:class:`sweeper.results.rankfile.RankFile`): step-time statistics, CPU
+contention, throughput, memory and the per-step series.
+
+Driver side, no torch. Conventions (each reported number says how it was measured):
+
+* step time: for each timed step, the slowest rank's wall time; then median, p10, p90 over the timed steps, and the
+  95 % confidence interval of the median (order statistics, distribution-free: :func:`sweeper.results.stats.median_ci`;
+  ``step_time_s_ci95_low``/``_high``, its real coverage ``step_time_ci95_coverage``, below 0.95 for fewer than 6
+  steps, and ``step_time_ci95_rel`` = half-width / median). ``timed_steps=auto`` times steps until that interval is
+  within ``timing.ci_rel`` of the median (``timed_stop``: ``ci``, or ``cap`` at ``timing.max_timed_steps``).
+* CPU contention (docs/measurement.md, "Contention"): ``runqueue_wait_frac`` = max over ranks of the rank's
+  ``schedstat.runqueue_wait_s`` / ``schedstat.wall_s`` (:func:`runqueue_wait_frac`): the share of the timed window
+  the rank's training thread spent runnable but not running (Linux schedstat, the kernel's
+  ``Documentation/scheduler/sched-stats.rst``); ``contended`` = that above ``timing.contention_warn_frac``
+  (:func:`contention_warn_frac`; default: the schema's, :attr:`sweeper.grid.schema.TimingConfig.contention_warn_frac`,
+  not restated here). Both absent when no rank could read schedstat.
+* tokens/s (global) = per_device_batch_size x seq_len x grad_accum x world_size / median step time;
+  tokens/s per device = that / world_size; samples/s = per_device_batch_size x grad_accum x world_size / median.
+* TFLOP/s per device = tokens/s per device x FLOPs per token (PaLM, :func:`sweeper.results.mfu.flops_per_token`) / 1e12;
+  MFU = that x 1e12 / the device peak (datasheet on GPU, measured on CPU, stated in ``mfu_peak_source``).
+* peak memory: max over ranks of the CUDA allocator's ``max_memory_allocated`` (``peak_mem_kind =
+  cuda_max_allocated``), or on CPU of MemTracker's tensor-byte peak over the memory window
+  (``cpu_tensor_bytes_memtracker``). Reserved (GPU) and RSS (CPU) are reported beside it.
+* model-state bytes per rank (parameters, gradients, optimizer state): max over ranks.
+* per-step series (:func:`series_from_ranks`, ``Record.series``): every optimizer step of every window, the
+  slowest rank's wall time, the highest rank's memory high-water mark, rank 0's loss.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from sweeper.grid.spec import PointSpec
+from sweeper.results.mfu import Peak, flops_per_token, mfu
+from sweeper.results.rankfile import RankFile
+from sweeper.results.stats import median_ci
+
+
+def summarize_step_times(times_s: list[float]) -> dict[str, float]:
+    """Median, p10 and p90 of step times in seconds (deciles by linear interpolation between order statistics,
+    ``statistics.quantiles(method="inclusive")``, numpy's default)."""
+    if len(times_s) == 1:
+        return dict.fromkeys(("step_time_s_median", "step_time_s_p10", "step_time_s_p90"), times_s[0])
+    deciles = statistics.quantiles(times_s, n=10, method="inclusive")
+    return {
+        "step_time_s_median": statistics.median(times_s),
+        "step_time_s_p10": deciles[0],
+        "step_time_s_p90": deciles[8],
+    }
+
+
+def _max(values: list[Any]) -> Any:
+    vals = [v for v in values if v is not None]
+    return max(vals) if vals else None
+
+
+def step_time_ci(times_s: list[float]) -> dict[str, float]:
+    """The 95 % confidence interval of the median step time (:func:`sweeper.results.stats.median_ci`: order
+    statistics, distribution-free; Conover, *Practical Nonparametric Statistics*, 3.2).
+
+    Returns:
+        ``step_time_s_ci95_low``, ``step_time_s_ci95_high`` (seconds), ``step_time_ci95_rel`` (half-width / median,
+        a fraction) and ``step_time_ci95_coverage`` (the interval's real coverage: >= 0.95 from 6 steps; below, for
+        fewer steps, the interval is [min, max] and this says how much less than 95 % it covers).
+    """
+    ci = median_ci(times_s)
+    return {
+        "step_time_s_ci95_low": ci.low,
+        "step_time_s_ci95_high": ci.high,
+        "step_time_ci95_rel": ci.half_width_rel,
+        "step_time_ci95_coverage": ci.coverage,
+    }
+
+
+def step_statistics(per_rank_times_s: list[list[float]]) -> dict[str, float] | None:
+    """Median/p10/p90 and the median's 95 % interval (seconds, :func:`step_time_ci`) of the per-step max over
+    ranks, and ``timed_steps`` (the steps timed by every rank); None when no rank timed a step."""
+    lists = [t for t in per_rank_times_s if t]
+    if not lists:
+        return None
+    n = min(len(t) for t in lists)
+    slowest = [max(t[i] for t in lists) for i in range(n)]
+    return {**summarize_step_times(slowest), **step_time_ci(slowest), "timed_steps": n}
+
+
+def _number(v: Any) -> float | None:
+    """``v`` as a finite float, or None (missing, a bool, not a number, NaN or infinite)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def runqueue_wait_frac(ranks: list[RankFile]) -> float | None:
+    """The point's CPU contention: max over ranks of ``schedstat.runqueue_wait_s / schedstat.wall_s`` (a fraction).
+
+    Per rank, the seconds the rank's training thread (the one that runs the Trainer's loop) waited on a CPU run
+    queue during the timed window (runnable, but another task held the CPU; Linux schedstat, the kernel's
+    ``Documentation/scheduler/sched-stats.rst``), over the window's wall seconds: the share of the window its steps
+    were stretched by waiting for a CPU. The rank's other threads (gloo's communication threads) are recorded
+    (``all_threads_*``) but not counted here: they wake at every collective and each waits briefly for a CPU, adding
+    ~4 % per thread on an idle 2-core machine without slowing the step by as much (measured 2026-12-01: training
+    thread 4 %, sum over a rank's 4 threads 18-24 %). The max over ranks: a step is as slow as its slowest rank.
+    None when no rank has both numbers (older rank files, schedstat unreadable, the window never ended, or a zero
+    wall time).
+    """
+    fracs = []
+    for r in ranks:
+        s = r.get("schedstat") or {}
+        wait, wall = _number(s.get("runqueue_wait_s")), _number(s.get("wall_s"))
+        if wait is not None and wall is not None and wall > 0 and wait >= 0:
+            fracs.append(wait / wall)
+    return max(fracs) if fracs else None
+
+
+def contention_warn_frac(spec: PointSpec) -> float:
+    """The threshold above which a point is ``contended``: ``timing.contention_warn_frac`` of the spec, else the
+    schema's default (:attr:`sweeper.grid.schema.TimingConfig.contention_warn_frac`), a fraction."""
+    return float(spec.timing.contention_warn_frac)
+
+
+def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any]:
+    """The point's metrics (see the module docstring for each definition and unit)."""
+    world = spec.world_size
+    m: dict[str, Any] = {"warmup_steps_dropped": spec.warmup_steps}
+    stats = step_statistics([r.get("step_times_s") or [] for r in ranks])
+    stops = {r.get("timed_stop") for r in ranks if r.get("timed_stop")}
+    if stops:
+        m["timed_stop"] = stops.pop() if len(stops) == 1 else "mixed"  # one rule on one list: never mixed
+    frac = runqueue_wait_frac(ranks)
+    if frac is not None:
+        m["runqueue_wait_frac"] = frac
+        m["contended"] = frac > contention_warn_frac(spec)
+    if stats:
+        m.update(stats)
+        med = stats["step_time_s_median"]
+        tokens_per_step = spec.per_device_batch_size * spec.seq_len * spec.grad_accum * world
+        m["tokens_per_step"] = tokens_per_step
+        m["tokens_per_s"] = tokens_per_step / med
+        m["tokens_per_s_per_device"] = m["tokens_per_s"] / world
+        m["samples_per_s"] = spec.per_device_batch_size * spec.grad_accum * world / med
+    r0 = next((r for r in ranks if r.get("rank") == 0), ranks[0] if ranks else {})
+    model = r0.get("model")
+    if model:
+        m["param_count"] = model["param_count"]
+        fpt = flops_per_token(
+            model["non_embedding_params"],
+            model["num_layers"],
+            model["num_heads"],
+            model["head_dim"],
+            spec.seq_len,
+        )
+        m["flops_per_token"] = fpt
+        if "tokens_per_s_per_device" in m:
+            m["tflops_per_device"] = m["tokens_per_s_per_device"] * fpt / 1e12
+            peak = r0.get("peak")
+            if peak:
+                p = Peak(peak["flops"], peak["source"])
+                m["mfu"] = mfu(m["tokens_per_s_per_device"], fpt, p)
+                m["mfu_peak_flops"] = p.flops
+                m["mfu_peak_source"] = p.source
+                if m["mfu"] is None:
+                    m["mfu_note"] = p.source
+    mems = [r.get("memory") or {} for r in ranks]
+    cuda_peaks = [x.get("cuda_peak_allocated_bytes") for x in mems]
+    if any(v is not None for v in cuda_peaks):
+        m["peak_mem_bytes"] = _max(cuda_peaks)
+        m["peak_mem_kind"] = "cuda_max_allocated"
+        m["peak_reserved_bytes"] = _max([x.get("cuda_peak_reserved_bytes") for x in mems])
+    else:
+        m["peak_mem_bytes"] = _max([x.get("tensor_peak_bytes") for x in mems])
+        m["peak_mem_kind"] = "cpu_tensor_bytes_memtracker" if m["peak_mem_bytes"] is not None else None
+        breakdowns = [x.get("tensor_peak_breakdown_bytes") for x in mems if x.get("tensor_peak_breakdown_bytes")]
+        if breakdowns:
+            m["peak_mem_breakdown_bytes"] = max(breakdowns, key=lambda b: sum(b.values()))
+    m["rss_peak_bytes"] = _max([x.get("rss_peak_bytes") for x in mems])
+    for key in ("param_bytes", "grad_bytes", "optimizer_state_bytes"):
+        m[f"{key}_per_rank"] = _max([x.get(key) for x in mems])
+    losses = r0.get("losses") or []
+    if losses:
+        m["loss_first"], m["loss_last"] = losses[0], losses[-1]
+    if r0.get("eval"):
+        m["eval"] = r0["eval"]
+    return m
+
+
+#: The step windows in run order, as ``Record.series["window"]`` names them.
+WINDOWS: tuple[str, ...] = ("warmup", "timed", "memory", "profile")
+
+
+def step_window(spec: PointSpec, step: int, timed_stop: int | None = None) -> str | None:
+    """The window (one of :data:`WINDOWS`) of the 1-based optimizer ``step``; None past the last window.
+
+    ``timed_stop``: where the timed window really ended (the ``stop`` of a rank file's ``timed_window``, 0-based
+    exclusive, i.e. the 1-based number of its last step), for ``timed_steps=auto``; None: the spec's counts
+    (``timed_steps``, the cap under auto)."""
+    timed = spec.timed_steps if timed_stop is None else timed_stop - spec.warmup_steps
+    end = 0
+    for name, count in zip(WINDOWS, (spec.warmup_steps, timed, spec.memory_steps, spec.profile_steps), strict=True):
+        end += count
+        if step <= end:
+            return name
+    return None
+
+
+def timed_window_stop(ranks: list[RankFile]) -> int | None:
+    """Where the timed window ended (0-based exclusive step index, from the ranks' ``timed_window``: the same on
+    every rank; the lowest reporting rank's), or None when no rank says (older rank files, or the window never
+    ended)."""
+    for r in sorted(ranks, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 1 << 30):
+        w = r.get("timed_window")
+        if isinstance(w, list) and len(w) == 2 and isinstance(w[1], int):
+            return w[1]
+    return None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _losses_by_step(rank: RankFile) -> dict[int, float]:
+    """1-based step -> logged loss of one rank; without ``series.loss_steps`` (older rank files) the i-th loss is
+    step i + 1 (the Trainer logs every step)."""
+    losses = _list(rank.get("losses"))
+    steps = _list((rank.get("series") or {}).get("loss_steps"))
+    if len(steps) != len(losses):
+        steps = list(range(1, len(losses) + 1))
+    return {int(s): loss for s, loss in zip(steps, losses, strict=True)}
+
+
+def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] | None:
+    """The point's per-step history (``Record.series``): one entry per optimizer step, every window.
+
+    Columns (lists of equal length, one entry per step, step order): ``step`` (int, 1-based global step),
+    ``window`` (``"warmup"``/``"timed"``/``"memory"``/``"profile"``, from the spec's step counts and, for
+    ``timed_steps=auto``, the ranks' ``timed_window``: :func:`step_window`), ``step_time_s``
+    (float, seconds: the slowest rank's wall time of that step; for the timed steps the statistics use, the same
+    number as their input, :func:`step_statistics`), ``loss`` (float or None: rank 0's logged training loss of
+    that step; the lowest reporting rank's when rank 0 left no file), ``mem_high_water_bytes`` (int or None,
+    bytes: max over ranks of the memory high-water mark after that step); and ``mem_kind`` (str or None:
+    ``"cuda_max_allocated"`` or ``"rss_peak"``, :attr:`sweeper.results.rankfile.Series.mem_kind`).
+
+    A rank that stopped early (or failed) gives fewer steps: each step takes the ranks that finished it, so a
+    failed point keeps the history of the steps it did. Plain JSON data.
+
+    Returns:
+        The series, or None when no rank recorded a step (older rank files without ``series`` included).
+    """
+    per_rank = [r.get("series") or {} for r in ranks]
+    walls = [_list(s.get("step_wall_s")) for s in per_rank]
+    mems = [_list(s.get("mem_high_water_bytes")) for s in per_rank]
+    n = max((len(w) for w in walls), default=0)
+    if n == 0:
+        return None
+    r0 = min(ranks, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 1 << 30)
+    losses = _losses_by_step(r0)
+    steps = list(range(1, n + 1))
+    kinds = [s.get("mem_kind") for s in per_rank if s.get("mem_kind")]
+    timed_stop = timed_window_stop(ranks)
+    return {
+        "step": steps,
+        "window": [step_window(spec, i, timed_stop) for i in steps],
+        "step_time_s": [_max([w[i] for w in walls if i < len(w)]) for i in range(n)],
+        "loss": [losses.get(i) for i in steps],
+        "mem_high_water_bytes": [_max([m[i] for m in mems if i < len(m)]) for i in range(n)],
+        "mem_kind": kinds[0] if kinds else None,
+    }
