@@ -180,7 +180,9 @@ def task_overrides(hydra_node: Any) -> list[str]:
     from omegaconf import OmegaConf
 
     task = hydra_node.overrides.task
-    items = OmegaConf.to_container(task, resolve=False) if OmegaConf.is_config(task) else list(task)
+    items = OmegaConf.to_container(task, resolve=False) if OmegaConf.is_config(task) else task
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"hydra.overrides.task is not a list: {type(items).__name__}")
     return [plain_references(str(o)) for o in items]
 
 

@@ -51,9 +51,7 @@ def point_efficiency(spec: PointSpec, metrics: dict[str, Any]) -> float | None:
         arch = Arch.from_config(spec.model_type, spec.model_config)
     except (UnknownArchitecture, KeyError, TypeError, ValueError):
         return None
-    flops = step_flops(
-        arch, batch=spec.per_device_batch_size, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc
-    )
+    flops = step_flops(arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc)
     return flops / (peak * step)
 
 

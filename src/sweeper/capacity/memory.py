@@ -295,7 +295,7 @@ def estimate_memory(
         A :class:`MemoryEstimate`.
     """
     lay = layout(spec, device)
-    b = spec.per_device_batch_size if batch is None else batch
+    b = spec.micro_batch if batch is None else batch
     tokens = b * spec.seq_len
     st = model_states(arch, lay)
     gpu = device == "cuda"

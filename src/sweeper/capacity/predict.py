@@ -184,7 +184,7 @@ def predict(
         t = estimate_time(
             arch,
             layout(spec, device),
-            batch=spec.per_device_batch_size,
+            batch=spec.micro_batch,
             seq_len=spec.seq_len,
             grad_accum=spec.grad_accum,
             gc=spec.gc,

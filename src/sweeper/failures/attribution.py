@@ -118,18 +118,20 @@ def _killed_first(missing: list[int], log_tail: str) -> list[int]:
 
 def _steps_completed(rank: RankFile, steps: dict[int, int]) -> int | None:
     """Optimizer steps a rank finished: its rank file's ``steps_completed``, else its progress file."""
-    done = rank.get("steps_completed")
-    return done if isinstance(done, int) else steps.get(rank.get("rank"))
+    done, who = rank.get("steps_completed"), rank.get("rank")
+    if isinstance(done, int):
+        return done
+    return steps.get(who) if isinstance(who, int) else None
 
 
 def _early_ranks(spec: PointShape, ranks: list[RankFile], steps: dict[int, int]) -> dict[int, int]:
     """Ranks that ended ``ok`` with fewer optimizer steps than they were to run (:func:`steps_planned`: they left
     training early)."""
-    early = {}
+    early: dict[int, int] = {}
     for r in ranks:
-        done = _steps_completed(r, steps)
-        if r.get("status") == "ok" and done is not None and done < steps_planned(spec, r):
-            early[r.get("rank")] = done
+        done, who = _steps_completed(r, steps), r.get("rank")
+        if r.get("status") == "ok" and isinstance(who, int) and done is not None and done < steps_planned(spec, r):
+            early[who] = done
     return early
 
 

@@ -7,6 +7,7 @@ labelled); steps are optimizer steps, counted as the Trainer's ``state.global_st
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from sweeper.failures.oom import OomInfo
 from sweeper.failures.phase import in_library_config_code
@@ -156,7 +157,7 @@ def runtime_reason(short: str, message: str) -> str:
     return f"{short or 'error'}: {summary} (where it was raised: failure.traceback_tail in the point's result.json)"
 
 
-def _ranks_at(steps: dict[int, int | None]) -> tuple[str, str | None]:
+def _ranks_at(steps: Mapping[int, int | None]) -> tuple[str, str | None]:
     """``rank 1 ... at step 4`` or ``ranks 1, 3 ... at steps 4, 5`` (the subject and the steps)."""
     ranks = sorted(steps)
     known = [steps[r] for r in ranks]
@@ -167,7 +168,7 @@ def _ranks_at(steps: dict[int, int | None]) -> tuple[str, str | None]:
     return who, at
 
 
-def _it(ranks: dict[int, int | None]) -> str:
+def _it(ranks: Mapping[int, int | None]) -> str:
     return "it" if len(ranks) == 1 else "they"
 
 

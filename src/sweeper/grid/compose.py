@@ -47,7 +47,7 @@ def compose_points(
     out = []
     for overrides in job_overrides:
         parsed = parser.parse_overrides(list(overrides))
-        groups = tuple(o.input_line for o in parsed if o.package is not None or repo.group_exists(o.key_or_group))
+        groups = tuple(str(o.input_line) for o in parsed if o.package is not None or repo.group_exists(o.key_or_group))
         keys = [o for o in parsed if o.input_line not in groups]
         if groups not in base:
             full = config_loader.load_sweep_config(master_config, list(groups))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -119,7 +119,7 @@ def from_mapping(cls: type[T], data: Mapping[str, Any] | T | None) -> T:
     """
     if isinstance(data, cls):
         return data
-    data = dict(data or {})
+    data = dict(cast("Mapping[str, Any]", data or {}))
     unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
     if unknown:
         raise TypeError(f"{cls.__name__} has no key {', '.join(unknown)}")

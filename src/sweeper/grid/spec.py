@@ -84,6 +84,17 @@ class PointSpec:
         (``docs/batch-search.md``)."""
         return self.per_device_batch_size == "auto"
 
+    @property
+    def micro_batch(self) -> int:
+        """``per_device_batch_size`` as a number of samples.
+
+        Raises:
+            ValueError: for ``auto`` (a search or the model decides it first: :meth:`with_batch`).
+        """
+        if isinstance(self.per_device_batch_size, str):
+            raise ValueError(f"per_device_batch_size={self.per_device_batch_size!r} is not a number of samples yet")
+        return int(self.per_device_batch_size)
+
     def with_batch(self, batch: int) -> PointSpec:
         """This spec with ``per_device_batch_size=batch`` (samples): how a searched point runs at one batch."""
         return replace(self, per_device_batch_size=int(batch))
