@@ -79,3 +79,27 @@ def test_the_check_fails_on_a_rename_without_a_bump():
     assert _changed(old, {"a": "int = 1", "b": 'str = "x"', "c": "bool = false"}) == []
     assert _changed(old, {"a": "int = 1", "b2": 'str = "x"'}) == ["b"]
     assert _changed(old, {"a": "float = 1", "b": 'str = "x"'}) == ["a"]
+
+
+def test_the_point_spec_holds_every_point_key_of_the_schema_with_its_type():
+    """``PointSpec`` lists its fields for the type checker; they are the schema's point keys, so ``from_config``
+    (which keeps only the spec's fields) never drops a key the command line accepts. Enums are stored as their
+    values (str); the model section becomes ``model`` (its name), ``model_type``, ``decoder_layer`` and
+    ``model_config``; where the point runs (``launcher``, ``cluster``) and W&B are not the point's."""
+    from sweeper.grid.spec import PointSpec
+
+    not_the_point = {"launcher", "cluster", "wandb"}
+    model_fields = {"model": "str", "model_type": "str", "decoder_layer": "str", "model_config": "dict[str, Any]"}
+    derived = {"timed_auto": "bool"}  # timed_steps=auto, as a flag (the spec's timed_steps holds the cap)
+    schema = typing.get_type_hints(SweeperConfig)
+    spec = typing.get_type_hints(PointSpec)
+
+    def as_stored(tp: Any) -> str:
+        if isinstance(tp, type) and issubclass(tp, Enum):
+            return "str"
+        return _type_name(tp)
+
+    expected = {k: as_stored(tp) for k, tp in schema.items() if k not in not_the_point | {"model"}}
+    expected.update(model_fields)
+    expected.update(derived)
+    assert {k: _type_name(tp) for k, tp in spec.items()} == expected
