@@ -29,8 +29,9 @@ from pathlib import Path
 
 import submitit
 
-from sweeper.launchers.slurm.accounting import add_submitted, reconcile
+from sweeper.launchers.slurm.accounting import reconcile
 from sweeper.results.record import Record, write_record
+from sweeper.results.sweepdir import SweepDir
 
 
 def trivial_point(payload: dict) -> str:
@@ -83,10 +84,9 @@ def bench_results(n: int, workdir: Path) -> float:
     t0 = time.perf_counter()
     payloads = [{"sweep_dir": str(sweep_dir), "point_id": f"p{i:05d}", "seed": i} for i in range(n)]
     jobs = executor.map_array(trivial_point, payloads)
-    add_submitted(
-        sweep_dir, {p["point_id"]: {"job_id": j.job_id, "spec": {}} for p, j in zip(payloads, jobs, strict=True)}
-    )
-    while "pending" in reconcile(sweep_dir, "bench").values():
+    sweep = SweepDir(sweep_dir, "bench")
+    sweep.add_submitted({p["point_id"]: {"job_id": j.job_id, "spec": {}} for p, j in zip(payloads, jobs, strict=True)})
+    while "pending" in reconcile(sweep).values():
         time.sleep(1)
     return time.perf_counter() - t0
 

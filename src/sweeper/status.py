@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from sweeper.results.record import POINTS_DIR
+from sweeper.results.sweepdir import SweepDir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if (sweep_dir / "submitted.json").exists():
         from sweeper.launchers.slurm.accounting import reconcile
 
-        reconcile(sweep_dir, info.get("sweep_id", sweep_dir.name))
+        reconcile(SweepDir(sweep_dir))
     counts = Counter(r.status for r in collect_records(sweep_dir))
     for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"{n:6d} {status}")

@@ -12,7 +12,7 @@ import pytest
 from hydra.types import RunMode
 
 from sweeper.grid.spec import PointSpec, from_config, replay_command
-from sweeper.launchers.slurm.accounting import add_submitted, record_from_scheduler
+from sweeper.launchers.slurm.accounting import record_from_scheduler
 from sweeper.report import build_report
 from sweeper.results.collect import collect_records
 from sweeper.results.record import Record, write_record
@@ -24,6 +24,7 @@ from sweeper.results.row import (
     records_to_frame,
     row_from_record,
 )
+from sweeper.results.sweepdir import SweepDir
 from tests.unit.test_compose import loader_and_master  # noqa: F401 - fixture
 
 PASSTHROUGH = [
@@ -174,7 +175,9 @@ def test_slurm_job_state_elapsed_and_limit_are_columns():
 
 def test_a_point_still_queued_on_slurm_is_pending_with_its_job_id(tmp_path: Path):
     (tmp_path / "points" / "feed00000001").mkdir(parents=True)
-    add_submitted(tmp_path, {"feed00000001": {"job_id": "88_0", "overrides": ["gc=true"], "spec": {"gc": True}}})
+    SweepDir(tmp_path).add_submitted(
+        {"feed00000001": {"job_id": "88_0", "overrides": ["gc=true"], "spec": {"gc": True}}}
+    )
     (r,) = collect_records(tmp_path)
     assert (r.status, r.reason) == ("pending", "no result yet (SLURM job 88_0)")
     row = records_to_frame([r]).iloc[0]

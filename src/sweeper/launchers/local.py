@@ -35,6 +35,7 @@ from sweeper.point.device_budget import write_budget
 from sweeper.point.lifecycle import Prepared, begin, finish, target_for
 from sweeper.results.ranks import read_rank_steps, summarize_ranks
 from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 
 LOG_FILE = "ranks.log"
 #: The environment variable that tells the ranks the driver's pid (their orphan check, :mod:`sweeper.job.orphan`).
@@ -49,8 +50,7 @@ KILL_GRACE_S = 10.0
 def run_point(
     spec: PointSpec,
     overrides: list[str],
-    sweep_dir: Path,
-    sweep_id: str,
+    sweep: SweepDir,
     rerun: frozenset[str] = frozenset(),
     cluster: dict[str, Any] | None = None,
 ) -> Record:
@@ -61,7 +61,7 @@ def run_point(
     Returns:
         The record written (or found). Never raises for a failing point: every outcome is a record.
     """
-    prepared = begin(spec, overrides, sweep_dir, sweep_id, target_for(spec, "local", cluster), rerun)
+    prepared = begin(spec, overrides, sweep, target_for(spec, "local", cluster), rerun)
     if isinstance(prepared, Record):
         return prepared
     return run_prepared(prepared)

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sweeper.report.build import build_report
-from sweeper.results.collect import read_submitted, sweep_info
+from sweeper.results.collect import read_submitted
 from sweeper.results.record import POINTS_DIR
+from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking import RunsWriter, sweep_settings
 from sweeper.tracking.settings import MODES
 
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if read_submitted(sweep_dir):  # learn from SLURM how ended jobs ended before reporting
             from sweeper.launchers.slurm.accounting import reconcile
 
-            reconcile(sweep_dir, sweep_info(sweep_dir).get("sweep_id", sweep_dir.name))
+            reconcile(SweepDir(sweep_dir))
         writer = RunsWriter.start(sweep_dir, sweep_settings(sweep_dir, args.wandb))  # meanwhile, the report
         path = build_report(sweep_dir, args.device_mem, wandb_mode=writer.mode)
         tracking = writer.wait()
