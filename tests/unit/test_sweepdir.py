@@ -57,7 +57,7 @@ def test_an_old_sweep_directory_reads_id_points_final_statuses_and_submissions(o
 
 
 def test_an_old_sweep_directory_reports(old: SweepDir):
-    records = {r.point_id: r for r in collect_records(old.path)}
+    records = {r.point_id: r for r in collect_records(old)}
     assert sorted(records) == sorted(FINAL)
     launched = records["aaaa00000006"]
     assert (launched.status, launched.reason) == ("pending", "no result yet (SLURM job 102_0)")
@@ -111,7 +111,7 @@ def test_sweep_json_is_read_leniently_and_submitted_json_strictly(tmp_path):
     with pytest.raises(ValueError, match=r"submitted\.json"):
         sweep.add_submitted({"p": {"job_id": "1"}})  # never merged over a file it cannot read
     sweep.point("cccc00000001").mkdir(parents=True)
-    (r,) = collect_records(sweep.path)  # collecting does not fail on it
+    (r,) = collect_records(sweep)  # collecting does not fail on it
     assert (r.status, r.reason) == ("pending", "no result yet")
 
 

@@ -13,11 +13,11 @@ from sweeper.results.atomic import write_json_atomic
 from sweeper.results.collect import collect_records
 from sweeper.results.record import Record, write_record
 from sweeper.results.row import records_to_frame
+from sweeper.results.sweepdir import WANDB_REPORT_FILE as SPEC_FILE
 
 pytest.importorskip("wandb_workspaces.reports.v2")
 
 from sweeper.wandb_report import cli
-from sweeper.wandb_report.spec import SPEC_FILE
 
 GIB = 2**30
 SWEEP_ID = "ab12cd"
