@@ -30,14 +30,13 @@ from pathlib import Path
 import submitit
 
 from sweeper.launchers.slurm.accounting import reconcile
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 
 
 def trivial_point(payload: dict) -> str:
     """A point that does no training: writes an ok record and returns."""
-    write_record(
-        Path(payload["sweep_dir"]),
+    SweepDir(Path(payload["sweep_dir"])).write_record(
         Record(sweep_id="bench", point_id=payload["point_id"], status="ok", spec={"seed": payload["seed"]}),
     )
     return "ok"
@@ -120,8 +119,7 @@ def bench_collection(m: int, workdir: Path) -> tuple[float, float, float]:
             if status == "ok"
             else {}
         )
-        write_record(
-            sweep_dir,
+        SweepDir(sweep_dir).write_record(
             Record(
                 sweep_id="big",
                 point_id=f"{i:012x}",

@@ -19,8 +19,8 @@ from sweeper.grid.target import Target
 from sweeper.point.gate import InvalidPoint, check, ordered_rules
 from sweeper.point.lifecycle import Prepared, begin, internal_error, predicted_for, target_for
 from sweeper.point.rules.planning import size
-from sweeper.results.record import RESULT_FILE, point_dir, read_record
-from sweeper.results.sweepdir import SweepDir
+from sweeper.results.record import read_record
+from sweeper.results.sweepdir import RESULT_FILE, SweepDir
 from tests.conftest import REPO
 from tests.unit.specs import make_spec
 
@@ -112,7 +112,7 @@ def test_begin_records_a_pruned_point_with_its_predicted_numbers_and_launches_no
     assert record.status == "pruned" and record.failure["rule"] == "C01"
     assert record.predicted == predicted_for(spec, target)
     assert record.predicted["fits"] is False and record.predicted["peak_bytes"] > 0
-    pdir = point_dir(tmp_path, record.point_id)
+    pdir = SweepDir(tmp_path).point(record.point_id)
     assert sorted(p.name for p in pdir.iterdir()) == [RESULT_FILE]  # no spec.json: never prepared
     assert read_record(pdir / RESULT_FILE).predicted == record.predicted
 
@@ -123,7 +123,7 @@ def test_a_resumed_pruned_point_runs_once_it_is_no_longer_pruned_and_keeps_the_o
     first = begin(spec, [], SweepDir(tmp_path, "sw"), target_for(spec, "local", SMALL))
     again = begin(spec, [], SweepDir(tmp_path, "sw"), target_for(spec, "local", SMALL))
     assert first.status == again.status == "pruned"
-    pdir = point_dir(tmp_path, first.point_id)
+    pdir = SweepDir(tmp_path).point(first.point_id)
     assert not list(pdir.glob("result.*.json"))  # still pruned: the record stays, nothing moved
     unpruned = dataclasses.replace(spec, prune=False)
     prepared = begin(unpruned, [], SweepDir(tmp_path, "sw"), target_for(unpruned, "local", SMALL))
@@ -138,7 +138,7 @@ def test_refused_and_internal_error_records_carry_predicted_numbers(tmp_path: Pa
     spec = cpu_spec(seed=3)
     err = internal_error(spec, ["seed=3"], SweepDir(tmp_path, "sw"), RuntimeError("boom"), cluster=SMALL)
     assert err.status == "error" and err.predicted == predicted_for(spec, target_for(spec, "local", SMALL))
-    assert read_record(point_dir(tmp_path, err.point_id) / RESULT_FILE).predicted["fits"] is True
+    assert read_record(SweepDir(tmp_path).point(err.point_id) / RESULT_FILE).predicted["fits"] is True
 
 
 def test_a_failing_model_never_costs_the_point_its_record():

@@ -15,7 +15,7 @@ from sweeper.grid.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import record_from_scheduler
 from sweeper.report import build_report
 from sweeper.results.collect import collect_records
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
 from sweeper.results.row import (
     COLUMNS,
     FAMILY,
@@ -60,7 +60,7 @@ def ok_record(spec: PointSpec, overrides: list[str], pid: str = "abcdef012345", 
 def test_every_point_spec_field_is_a_column_of_the_csv_and_the_parquet(loader_and_master, tmp_path: Path):  # noqa: F811
     overrides = [*PASSTHROUGH, "host_mem_limit_gib=8", "seed=7"]
     spec = composed(loader_and_master, overrides)
-    write_record(tmp_path, ok_record(spec, overrides))
+    SweepDir(tmp_path).write_record(ok_record(spec, overrides))
     build_report(tmp_path)
     csv = pd.read_csv(tmp_path / "results.csv")
     parquet = pd.read_parquet(tmp_path / "results.parquet")
@@ -134,7 +134,7 @@ def test_fp32_master_weights_truth_table(model_dtype, precision, zero, expected)
 
 
 def test_schema_version_is_a_column_of_the_csv_and_parquet_and_parquet_metadata(tmp_path: Path):
-    write_record(tmp_path, Record(sweep_id="s", point_id="p1", status="invalid", reason="fsdp with zero > 0"))
+    SweepDir(tmp_path).write_record(Record(sweep_id="s", point_id="p1", status="invalid", reason="fsdp with zero > 0"))
     build_report(tmp_path)
     assert pd.read_csv(tmp_path / "results.csv")["schema_version"].tolist() == [SCHEMA_VERSION]
     assert pd.read_parquet(tmp_path / "results.parquet")["schema_version"].tolist() == [SCHEMA_VERSION]

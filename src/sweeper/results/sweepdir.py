@@ -403,9 +403,3 @@ def open_sweep(
         info["wandb"] = dict(wandb)
     write_json_atomic(path, info)
     return info
-
-
-def read_sweep(sweep_dir: Path) -> dict[str, Any]:
-    """``sweep.json`` of a sweep directory, or ``{}`` when it has none (being replaced by :meth:`SweepDir.info`)."""
-    path = Path(sweep_dir) / SWEEP_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
