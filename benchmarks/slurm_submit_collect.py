@@ -29,14 +29,14 @@ from pathlib import Path
 
 import submitit
 
-from sweeper.launchers.slurm.accounting import add_submitted, reconcile
-from sweeper.results.record import Record, write_record
+from sweeper.launchers.slurm.accounting import reconcile
+from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 
 
 def trivial_point(payload: dict) -> str:
     """A point that does no training: writes an ok record and returns."""
-    write_record(
-        Path(payload["sweep_dir"]),
+    SweepDir(Path(payload["sweep_dir"])).write_record(
         Record(sweep_id="bench", point_id=payload["point_id"], status="ok", spec={"seed": payload["seed"]}),
     )
     return "ok"
@@ -83,10 +83,9 @@ def bench_results(n: int, workdir: Path) -> float:
     t0 = time.perf_counter()
     payloads = [{"sweep_dir": str(sweep_dir), "point_id": f"p{i:05d}", "seed": i} for i in range(n)]
     jobs = executor.map_array(trivial_point, payloads)
-    add_submitted(
-        sweep_dir, {p["point_id"]: {"job_id": j.job_id, "spec": {}} for p, j in zip(payloads, jobs, strict=True)}
-    )
-    while "pending" in reconcile(sweep_dir, "bench").values():
+    sweep = SweepDir(sweep_dir, "bench")
+    sweep.add_submitted({p["point_id"]: {"job_id": j.job_id, "spec": {}} for p, j in zip(payloads, jobs, strict=True)})
+    while "pending" in reconcile(sweep).values():
         time.sleep(1)
     return time.perf_counter() - t0
 
@@ -120,8 +119,7 @@ def bench_collection(m: int, workdir: Path) -> tuple[float, float, float]:
             if status == "ok"
             else {}
         )
-        write_record(
-            sweep_dir,
+        SweepDir(sweep_dir).write_record(
             Record(
                 sweep_id="big",
                 point_id=f"{i:012x}",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.results.record import iter_records
+from sweeper.results.sweepdir import SweepDir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ class SweepRun:
         self.sweep_dir = self.report.parent if self.report else None
 
     def records(self):
-        return iter_records(self.sweep_dir)
+        return SweepDir(self.sweep_dir).records()
 
     def by(self, **spec_values):
         """The one record whose spec matches all ``spec_values``."""

@@ -32,7 +32,7 @@ from sweeper.grid.schema import register_configs
 from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.atomic import write_error_text
-from sweeper.results.sweepdir import read_sweep, register_resolver
+from sweeper.results.sweepdir import SweepDir, register_resolver
 
 register_configs()
 register_resolver()
@@ -55,24 +55,23 @@ def main(cfg: DictConfig) -> str:
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
-    sweep_dir = Path(hc.sweep.dir if multirun else hc.run.dir)
+    sweep = SweepDir(Path(hc.sweep.dir if multirun else hc.run.dir))
     overrides = task_overrides(hc)  # unresolved: a secret stays its reference
     spec = from_config(cfg)  # a single refused point was already stopped by ReportCallback.on_run_start
-    info = read_sweep(sweep_dir)
+    info = sweep.info()
     index = hc.job.num if multirun else 0
-    sweep_id = info.get("sweep_id", sweep_dir.name)
     cluster = None
     try:
         with announce(index, info.get("n_points"), overrides):
             rerun = frozenset(cfg.launcher.rerun_statuses)
             cluster = OmegaConf.to_container(cfg.cluster, resolve=True)
-            record = run_point(spec, overrides, sweep_dir, sweep_id, rerun, cluster=cluster)
+            record = run_point(spec, overrides, sweep, rerun, cluster=cluster)
     except Exception as e:  # noqa: BLE001 - a point never ends the grid, not even through a bug of sweeper's own
         if isinstance(e, RecordNotWritten) or is_disk_full(e):  # a full disk: not a bug, and nothing to write to
-            record = not_recorded(spec, overrides, sweep_dir, sweep_id, e)
+            record = not_recorded(spec, overrides, sweep, e)
             incomplete.append(f"{' '.join(overrides) or '(defaults)'}: {record.reason}")
         else:
-            record = internal_error(spec, overrides, sweep_dir, sweep_id, e, cluster=cluster)
+            record = internal_error(spec, overrides, sweep, e, cluster=cluster)
     finished(index, info.get("n_points"), overrides, record)
     if not multirun:
         _single_status.append(record.status)

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweeper.redact import task_overrides
 from sweeper.results.atomic import write_error_text
-from sweeper.results.sweepdir import open_sweep
+from sweeper.results.sweepdir import SweepDir, open_sweep
 
 #: Why this process's sweep is incomplete (a point not recorded, the report not written: a full disk), one line
 #: each; non-empty makes ``python -m sweeper`` exit 3 (``docs/failures.md``).
@@ -88,13 +88,14 @@ def _report(sweep_dir: Path) -> None:
     from sweeper.report.predicted import terminal_lines
     from sweeper.tracking import RunsWriter, sweep_settings
 
+    sweep = SweepDir(sweep_dir)
     writer: RunsWriter | None = None
     try:
-        writer = RunsWriter.start(sweep_dir, sweep_settings(sweep_dir))
+        writer = RunsWriter.start(sweep, sweep_settings(sweep))
     except Exception as e:  # noqa: BLE001 - W&B never fails a sweep
         tracking = [f"W&B: not written: {type(e).__name__}: {e}"]
     try:
-        path: Path | None = build_report(sweep_dir, wandb_mode=writer.mode if writer else None)
+        path: Path | None = build_report(sweep, wandb_mode=writer.mode if writer else None)
     except OSError as e:  # a full disk: one line naming the folder, no traceback; the exit status says incomplete
         path = None
         why = (
@@ -104,7 +105,7 @@ def _report(sweep_dir: Path) -> None:
         incomplete.append(why)
         print(f"sweeper: {why}", file=sys.stderr, flush=True)
     try:
-        lines = terminal_lines(sweep_dir)
+        lines = terminal_lines(sweep)
     except Exception as e:  # noqa: BLE001 - the summary is extra; the report's path must be printed
         lines = [f"(no prediction summary: {type(e).__name__}: {e})"]
     if writer is not None:

@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sweeper.results.record import POINTS_DIR
+from sweeper.results.sweepdir import POINTS_DIR, SweepDir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,18 +20,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweeper.status", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path)
     args = parser.parse_args(argv)
-    sweep_dir: Path = args.sweep_dir
-    if not (sweep_dir / POINTS_DIR).is_dir():
-        print(f"sweeper.status: error: {sweep_dir} is not a sweep directory (no {POINTS_DIR}/)", file=sys.stderr)
+    sweep = SweepDir(args.sweep_dir)
+    if not sweep.is_sweep():
+        print(f"sweeper.status: error: {sweep.path} is not a sweep directory (no {POINTS_DIR}/)", file=sys.stderr)
         return 2
-    from sweeper.results.collect import collect_records, sweep_info
+    from sweeper.results.collect import collect_records
 
-    info = sweep_info(sweep_dir)
-    if (sweep_dir / "submitted.json").exists():
+    info = sweep.info()
+    if sweep.submitted_file.exists():
         from sweeper.launchers.slurm.accounting import reconcile
 
-        reconcile(sweep_dir, info.get("sweep_id", sweep_dir.name))
-    counts = Counter(r.status for r in collect_records(sweep_dir))
+        reconcile(sweep)
+    counts = Counter(r.status for r in collect_records(sweep))
     for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"{n:6d} {status}")
     total = sum(counts.values())

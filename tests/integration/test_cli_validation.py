@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sweeper.results.record import iter_records
+from sweeper.results.sweepdir import SweepDir
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_unknown_values_are_refused_by_hydra_listing_the_allowed_ones(sweeper_cl
 def test_invalid_points_of_a_grid_are_recorded_and_the_grid_goes_on(sweeper_cli):
     run = sweeper_cli("-m", "fsdp=full_shard,shard_grad_op", "zero=1,3")
     assert run.proc.returncode == 0, run.output[-2000:]
-    records = iter_records(run.sweep_dir)
+    records = SweepDir(run.sweep_dir).records()
     assert len(records) == 4
     assert {r.status for r in records} == {"invalid"}
     for r in records:
@@ -61,7 +61,7 @@ def test_invalid_points_of_a_grid_are_recorded_and_the_grid_goes_on(sweeper_cli)
 def test_passthrough_refusals_in_a_grid_are_recorded_with_their_dotted_keys_and_rule(sweeper_cli):
     run = sweeper_cli("-m", "zero=1,2", "+deepspeed_config.zero_optimization.stage=3")
     assert run.proc.returncode == 0, run.output[-2000:]
-    records = iter_records(run.sweep_dir)
+    records = SweepDir(run.sweep_dir).records()
     assert [r.status for r in records] == ["invalid", "invalid"]
     for r in records:
         assert r.failure["rule"] == "P10"
@@ -73,7 +73,7 @@ def test_passthrough_refusals_in_a_grid_are_recorded_with_their_dotted_keys_and_
 def test_fp16_on_cpu_is_unsupported_not_silently_fp32(sweeper_cli):
     run = sweeper_cli("-m", "precision=fp16", "zero=0,2")
     assert run.proc.returncode == 0, run.output[-2000:]
-    records = iter_records(run.sweep_dir)
+    records = SweepDir(run.sweep_dir).records()
     assert [r.status for r in records] == ["unsupported", "unsupported"]
     assert all("fp16" in r.reason and "CPU" in r.reason for r in records)
     assert not list(run.sweep_dir.glob("points/*/rank*.json"))
@@ -100,7 +100,7 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_directories(tmp_pat
     ids = {json.loads((d / "sweep.json").read_text())["sweep_id"] for d in dirs}
     assert len(ids) == 2
     for d in dirs:
-        assert len(iter_records(d)) == 1
+        assert len(SweepDir(d).records()) == 1
 
 
 def test_resuming_a_sweep_directory_keeps_final_records_and_reruns_only_what_is_asked(sweeper_cli):
@@ -117,4 +117,4 @@ def test_resuming_a_sweep_directory_keeps_final_records_and_reruns_only_what_is_
     )
     assert rerun.proc.returncode == 0, rerun.output[-2000:]
     assert len(list(sweep_dir.glob("points/*/result.0.json"))) == 2  # the earlier records are kept
-    assert len(iter_records(sweep_dir)) == 2
+    assert len(SweepDir(sweep_dir).records()) == 2

@@ -24,15 +24,8 @@ from typing import Any
 import pytest
 
 from sweeper.results.atomic import write_error_text, write_json_atomic
-from sweeper.results.record import (
-    FINAL_STATUSES,
-    POINTS_DIR,
-    RESULT_FILE,
-    Record,
-    RecordNotWritten,
-    read_record,
-    write_record,
-)
+from sweeper.results.record import FINAL_STATUSES, Record, RecordNotWritten, read_record
+from sweeper.results.sweepdir import POINTS_DIR, RESULT_FILE, SweepDir
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -172,7 +165,7 @@ def test_a_write_that_fills_the_disk_keeps_the_old_file_leaves_no_temp_file_and_
 
         record = Record(sweep_id="s", point_id="abcdef012345", status="ok", metrics={"pad": "x" * 200_000})
         with pytest.raises(RecordNotWritten) as err:
-            write_record(mnt, record)
+            SweepDir(mnt).write_record(record)
         assert err.value.errno == errno.ENOSPC and err.value.record is record
         assert err.value.filename == str(mnt / POINTS_DIR / "abcdef012345" / RESULT_FILE)
         assert list((mnt / POINTS_DIR / "abcdef012345").iterdir()) == []

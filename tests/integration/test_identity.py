@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from sweeper.results.record import iter_records
+from sweeper.results.sweepdir import SweepDir
 
 pytestmark = pytest.mark.slow
 FAST = ["timed_steps=3", "warmup_steps=1", "profile_steps=0", "profile_trace=false"]
@@ -17,7 +17,7 @@ def test_a_setting_without_effect_does_not_make_a_second_point(sweeper_cli):
     """T09: use_reentrant does nothing without checkpointing, so the two grid points are one configuration."""
     run = sweeper_cli("-m", "gc=false", "use_reentrant=false,true", *FAST)
     assert run.proc.returncode == 0, run.output[-3000:]
-    records = iter_records(run.sweep_dir)
+    records = SweepDir(run.sweep_dir).records()
     assert len(records) == 1 and records[0].status == "ok"
     assert len(pd.read_csv(run.sweep_dir / "results.csv")) == 1
     assert "[2/2]" in run.output  # Hydra still launched both; the second found the first's record
@@ -27,13 +27,13 @@ def test_a_rerun_with_a_new_budget_replaces_the_timed_out_record_keeping_its_his
     """T10: timeout_s is a budget, not part of the configuration; the rerun replaces the stale timeout."""
     first = sweeper_cli("-m", "timeout_s=2", *FAST)
     assert first.proc.returncode == 0, first.output[-3000:]
-    (before,) = iter_records(first.sweep_dir)
+    (before,) = SweepDir(first.sweep_dir).records()
     assert before.status == "timeout"
     again = sweeper_cli(
         "-m", "timeout_s=300", "launcher.rerun_statuses=[timeout]", f"hydra.sweep.dir={first.sweep_dir}", *FAST
     )
     assert again.proc.returncode == 0, again.output[-3000:]
-    (after,) = iter_records(first.sweep_dir)
+    (after,) = SweepDir(first.sweep_dir).records()
     assert after.point_id == before.point_id
     assert after.status == "ok" and after.spec["timeout_s"] == 300
     history = json.loads((first.sweep_dir / "points" / before.point_id / "result.0.json").read_text())

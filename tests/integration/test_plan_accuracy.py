@@ -17,6 +17,7 @@ from sweeper.capacity.memory import estimate_memory
 from sweeper.grid.spec import PointSpec
 from sweeper.launchers.local import run_point
 from sweeper.paths import conf_dir
+from sweeper.results.sweepdir import SweepDir
 from tests.unit.specs import make_spec
 
 pytestmark = pytest.mark.slow
@@ -50,7 +51,7 @@ def measured(tmp_path_factory):
     out = []
     for point in GRID:
         spec = _spec(*point)
-        record = run_point(spec, [f"point={point}"], sweep_dir, "plan-accuracy")
+        record = run_point(spec, [f"point={point}"], SweepDir(sweep_dir, "plan-accuracy"))
         assert record.status == "ok", (point, record.reason)
         out.append((point, spec, record))
     return out

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.results.record import iter_records
+from sweeper.results.sweepdir import SweepDir
 from tests.conftest import NEEDS_DEV_SLURM, REPO, SLURM_FEW_STEPS, run_sweeper
 
 pytestmark = [
@@ -137,7 +137,7 @@ def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path):
         [sys.executable, "-m", "sweeper.report", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
     )
     assert report.returncode == 0, report.stderr
-    by_callbacks = {bool(r.spec["callbacks"]): r for r in iter_records(run.sweep_dir)}
+    by_callbacks = {bool(r.spec["callbacks"]): r for r in SweepDir(run.sweep_dir).records()}
     assert by_callbacks[False].status == "ok"
     assert by_callbacks[True].status == "cancelled"
     assert by_callbacks[True].failure["slurm_job_id"] == hang["job_id"]
@@ -156,7 +156,7 @@ def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point
     assert not list(sweep_dir.glob("points/*/result.json")) or len(list(sweep_dir.glob("points/*/result.json"))) < 2
     resumed = run_sweeper(["-m", "gc=true,false", *FEW_STEPS, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
     assert resumed.proc.returncode == 0, resumed.output[-3000:]
-    records = iter_records(sweep_dir)
+    records = SweepDir(sweep_dir).records()
     assert sorted(r.spec["gc"] for r in records) == [False, True]
     assert [r.status for r in records] == ["ok", "ok"]
     submitted = json.loads((sweep_dir / "submitted.json").read_text())
@@ -166,7 +166,7 @@ def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point
     again = run_sweeper(["-m", "gc=true,false", *FEW_STEPS, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
     assert again.proc.returncode == 0
     assert "sbatch:" not in again.output
-    assert [r.status for r in iter_records(sweep_dir)] == ["ok", "ok"]
+    assert [r.status for r in SweepDir(sweep_dir).records()] == ["ok", "ok"]
 
 
 def _squeue_state(job_id: str) -> str:
@@ -231,7 +231,7 @@ def test_a_preempted_point_is_requeued_up_to_max_requeues_then_recorded_as_preem
     while not list(run.sweep_dir.glob("points/*/result.json")):
         assert time.monotonic() < deadline, "no record after the second preemption"
         time.sleep(1)
-    (r,) = iter_records(run.sweep_dir)
+    (r,) = SweepDir(run.sweep_dir).records()
     assert r.status == "preempted", r.reason
     assert "preempted 2 times" in r.reason and "max_requeues=1" in r.reason
     assert r.env["slurm_job_id"] == job

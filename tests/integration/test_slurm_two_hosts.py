@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.results.record import iter_records
+from sweeper.results.sweepdir import SweepDir
 from tests.conftest import NEEDS_DEV_SLURM, REPO, SLURM_FEW_STEPS, SweepRun
 
 pytestmark = [
@@ -145,7 +145,7 @@ def _wait_for_record(sweep_dir: Path, timeout_s: float = 120):
     while not list(sweep_dir.glob("points/*/result.json")):
         assert time.monotonic() < deadline, "no record after the node was killed"
         time.sleep(0.5)
-    (record,) = iter_records(sweep_dir)
+    (record,) = SweepDir(sweep_dir).records()
     return record
 
 
@@ -181,7 +181,7 @@ def test_a_lost_host_ends_only_its_point_naming_the_node_and_a_resume_reruns_onl
     assert lost.spec["gc"] is True  # the first point of the grid was running when the host died
     assert "dev2n2" in lost.reason and "NODE_FAIL" in lost.reason, lost.reason
     assert lost.failure["slurm_state"] == "NODE_FAIL" and lost.failure["failed_nodes"] == ["dev2n2"]
-    by_gc = {r.spec["gc"]: r for r in iter_records(sweep_dir)}
+    by_gc = {r.spec["gc"]: r for r in SweepDir(sweep_dir).records()}
     assert by_gc[False].status == "ok", by_gc[False].reason  # the sweep went on
     assert by_gc[False].env["hosts"] == list(NODES)
     df = pd.read_csv(sweep_dir / "results.csv").set_index("gc")
@@ -193,7 +193,7 @@ def test_a_lost_host_ends_only_its_point_naming_the_node_and_a_resume_reruns_onl
         "submitted",
         "ok",
     ]
-    assert [r.status for r in iter_records(sweep_dir)] == ["ok", "ok"]
+    assert [r.status for r in SweepDir(sweep_dir).records()] == ["ok", "ok"]
     submitted = json.loads((sweep_dir / "submitted.json").read_text())
     assert sorted(len(e["attempts"]) for e in submitted.values()) == [1, 2]  # only the lost point ran again
     assert len(list(sweep_dir.glob("points/*/result.0.json"))) == 1  # its error record is kept

@@ -22,9 +22,9 @@ from sweeper.report.headline import answer
 from sweeper.report.notes import contention_notes, contention_sentence, method_notes
 from sweeper.report.tables import results_details_table
 from sweeper.results.metrics import contention_warn_frac, metrics_from_ranks, runqueue_wait_frac
-from sweeper.results.record import write_record
 from sweeper.results.row import BY_NAME, COLUMNS, records_to_frame
 from sweeper.results.stats import StopRule
+from sweeper.results.sweepdir import SweepDir
 from tests.unit.specs import make_spec
 from tests.unit.test_report import GIB, ok_point, read_md
 from tests.unit.test_report_markup import Page
@@ -289,7 +289,7 @@ def test_the_report_names_each_contended_point_in_md_and_html(tmp_path: Path):
         _contended("aaaa00000002", "full_shard", False, 4000.0, 2 * GIB, 0.01, False),
     ]
     for r in recs:
-        write_record(tmp_path, r)
+        SweepDir(tmp_path).write_record(r)
     text = read_md(build_report(tmp_path))
     results = text.split("## Results")[1].split("\n## ")[0]
     sentence = (

@@ -19,8 +19,9 @@ from sweeper.report import build_report
 from sweeper.report.plots import plot_data, plot_html, png_figure
 from sweeper.report.predicted import error_stats, summary_lines
 from sweeper.report.tables import failures_table, pruned_table, results_table
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
 from sweeper.results.row import BY_NAME, records_to_frame, relative_error, row_from_record
+from sweeper.results.sweepdir import SweepDir
 
 MIB = 2**20
 SPEC = {"model": "tiny", "fsdp": "none", "gc": False, "per_device_batch_size": 4, "seq_len": 128, "device": "cpu"}
@@ -149,7 +150,7 @@ def test_a_nested_predicted_value_becomes_json_not_a_python_repr():
 
 def test_csv_and_parquet_carry_the_predicted_columns(tmp_path: Path):
     for r in points():
-        write_record(tmp_path, r)
+        SweepDir(tmp_path).write_record(r)
     build_report(tmp_path)
     csv = pd.read_csv(tmp_path / "results.csv", dtype={"point_id": str}).set_index("point_id")
     assert csv.loc["aaaa00000001", "predicted_peak_bytes"] == 11 * MIB
@@ -191,7 +192,7 @@ def test_pruned_points_are_listed_apart_with_predicted_bytes_capacity_and_margin
 
 def test_the_report_has_predicted_vs_measured_and_pruned_sections(tmp_path: Path):
     for r in points():
-        write_record(tmp_path, r)
+        SweepDir(tmp_path).write_record(r)
     text = build_report(tmp_path).read_text()
     sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
     assert "median \\|error\\| 17.5 %" in sections["Predicted vs measured"]

@@ -7,15 +7,8 @@ import json
 import pytest
 
 from sweeper.results.atomic import write_json_atomic
-from sweeper.results.record import (
-    RESULT_FILE,
-    Record,
-    existing_final_status,
-    iter_records,
-    point_dir,
-    read_record,
-    write_record,
-)
+from sweeper.results.record import Record, read_record
+from sweeper.results.sweepdir import RESULT_FILE, SweepDir
 
 
 def _rec(pid: str = "abc123abc123", status: str = "ok", **kw) -> Record:
@@ -24,8 +17,8 @@ def _rec(pid: str = "abc123abc123", status: str = "ok", **kw) -> Record:
 
 def test_a_record_round_trips_through_its_file(tmp_path):
     r = _rec(metrics={"tokens_per_s": 1.5, "peak_mem_bytes": 2**20}, overrides=["gc=true"])
-    path = write_record(tmp_path, r)
-    assert path == point_dir(tmp_path, r.point_id) / RESULT_FILE
+    path = SweepDir(tmp_path).write_record(r)
+    assert path == SweepDir(tmp_path).point(r.point_id) / RESULT_FILE
     assert read_record(path) == r
     assert not list(path.parent.glob(".*.tmp"))  # no temporary file left behind
 
@@ -34,33 +27,33 @@ def test_records_are_as_readable_as_any_file_the_user_writes(tmp_path):
     import os
     import stat
 
-    path = write_record(tmp_path, _rec())
+    path = SweepDir(tmp_path).write_record(_rec())
     plain = tmp_path / "plain.txt"
     plain.write_text("x")
     assert stat.S_IMODE(os.stat(path).st_mode) == stat.S_IMODE(os.stat(plain).st_mode)
 
 
 def test_a_final_record_is_never_overwritten(tmp_path):
-    write_record(tmp_path, _rec(status="oom", reason="device OOM"))
+    SweepDir(tmp_path).write_record(_rec(status="oom", reason="device OOM"))
     with pytest.raises(FileExistsError, match="final result"):
-        write_record(tmp_path, _rec())
-    assert read_record(point_dir(tmp_path, "abc123abc123") / RESULT_FILE).status == "oom"
+        SweepDir(tmp_path).write_record(_rec())
+    assert read_record(SweepDir(tmp_path).point("abc123abc123") / RESULT_FILE).status == "oom"
 
 
 def test_a_pending_record_is_replaced_by_the_final_one(tmp_path):
-    write_record(tmp_path, _rec(status="pending", reason="queued"))
-    write_record(tmp_path, _rec())
-    assert [r.status for r in iter_records(tmp_path)] == ["ok"]
+    SweepDir(tmp_path).write_record(_rec(status="pending", reason="queued"))
+    SweepDir(tmp_path).write_record(_rec())
+    assert [r.status for r in SweepDir(tmp_path).records()] == ["ok"]
 
 
 def test_a_rerun_moves_the_old_record_aside_and_keeps_every_earlier_one(tmp_path):
-    write_record(tmp_path, _rec(status="timeout", reason="past timeout_s=2"))
-    assert existing_final_status(tmp_path, "abc123abc123") == "timeout"
-    assert existing_final_status(tmp_path, "abc123abc123", frozenset({"timeout"})) is None
-    pdir = point_dir(tmp_path, "abc123abc123")
+    SweepDir(tmp_path).write_record(_rec(status="timeout", reason="past timeout_s=2"))
+    assert SweepDir(tmp_path).final_status("abc123abc123") == "timeout"
+    assert SweepDir(tmp_path).final_status("abc123abc123", frozenset({"timeout"})) is None
+    pdir = SweepDir(tmp_path).point("abc123abc123")
     assert json.loads((pdir / "result.0.json").read_text())["status"] == "timeout"
-    write_record(tmp_path, _rec(status="timeout", reason="again"))
-    existing_final_status(tmp_path, "abc123abc123", frozenset({"timeout"}))
+    SweepDir(tmp_path).write_record(_rec(status="timeout", reason="again"))
+    SweepDir(tmp_path).final_status("abc123abc123", frozenset({"timeout"}))
     assert sorted(p.name for p in pdir.glob("result*.json")) == ["result.0.json", "result.1.json"]
 
 
@@ -72,7 +65,7 @@ def test_a_non_ok_record_needs_a_reason_and_a_known_status():
 
 
 def test_an_unreadable_record_names_its_file(tmp_path):
-    path = point_dir(tmp_path, "p") / RESULT_FILE
+    path = SweepDir(tmp_path).point("p") / RESULT_FILE
     write_json_atomic(path, {"status": "ok"})  # no sweep_id / point_id
     with pytest.raises(ValueError, match=str(path)):
         read_record(path)

@@ -8,8 +8,9 @@ import pytest
 
 from sweeper.grid.spec import PointSpec
 from sweeper.results.metrics import WINDOWS, metrics_from_ranks, series_from_ranks, step_window
-from sweeper.results.record import Record, point_dir, read_record, write_record
+from sweeper.results.record import Record, read_record
 from sweeper.results.row import records_to_frame, row_from_record
+from sweeper.results.sweepdir import SweepDir
 
 # 2 warm-up, 3 timed, 1 memory, 1 profile: 7 steps
 WINDOW_OF_STEP = ["warmup", "warmup", "timed", "timed", "timed", "memory", "profile"]
@@ -107,7 +108,7 @@ def test_no_step_recorded_is_none(spec):
 def test_the_series_round_trips_through_the_record_and_stays_out_of_the_row(spec, tmp_path):
     s = series_from_ranks(spec, [_rank(0, [1.0, 0.5, 0.2], [1, 2, 3])])
     r = Record(sweep_id="s1", point_id="abc123abc123", status="ok", spec=spec.to_dict(), series=s)
-    path = write_record(tmp_path, r)
+    path = SweepDir(tmp_path).write_record(r)
     assert read_record(path).series == s
     row = row_from_record(read_record(path))
     assert not any("series" in k or "mem_high_water" in k for k in row)
@@ -120,7 +121,7 @@ def test_an_old_record_without_series_loads_with_none(tmp_path):
     r = Record(sweep_id="s1", point_id="abc123abc123", status="ok")
     data = r.to_dict()
     del data["series"]
-    path = point_dir(tmp_path, r.point_id) / "result.json"
+    path = SweepDir(tmp_path).point(r.point_id) / "result.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(data))
     assert read_record(path).series is None

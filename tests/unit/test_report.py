@@ -17,8 +17,9 @@ from sweeper.report.notes import method_notes as _method_notes
 from sweeper.report.plots import plot_data as _plot_data
 from sweeper.report.plots import png_figure as _png_figure
 from sweeper.report.tables import results_table
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
 from sweeper.results.row import COLUMNS, FAMILY, records_to_frame
+from sweeper.results.sweepdir import SweepDir
 
 #: The fixed columns of the row, in schema order (dotted passthrough columns expand between them).
 FIXED = tuple(c.name for c in COLUMNS if c.dtype != FAMILY)
@@ -140,7 +141,7 @@ def good_points() -> list[Record]:
 @pytest.fixture
 def sweep(tmp_path: Path) -> Path:
     for r in [*good_points(), OOM, ERROR]:
-        write_record(tmp_path, r)
+        SweepDir(tmp_path).write_record(r)
     (tmp_path / "points" / "eeee00000000").mkdir()  # launched, no result yet
     return tmp_path
 
@@ -239,8 +240,8 @@ def test_png_is_written(sweep: Path):
 
 
 def test_a_sweep_of_failures_only_has_no_frontier(tmp_path: Path):
-    write_record(tmp_path, OOM)
-    write_record(tmp_path, ERROR)
+    SweepDir(tmp_path).write_record(OOM)
+    SweepDir(tmp_path).write_record(ERROR)
     text = read_md(build_report(tmp_path))
     assert "No point finished with status ok" in text and "★ |" not in text
     assert OOM.reason in text and ERROR.reason in text
@@ -283,7 +284,7 @@ def test_cli_on_a_missing_directory_names_the_path(tmp_path: Path):
 
 def test_a_lone_ok_point_gets_no_png_and_the_report_says_so_and_a_stale_png_goes(tmp_path: Path):
     lone = good_points()[0]
-    write_record(tmp_path, lone)
+    SweepDir(tmp_path).write_record(lone)
     (tmp_path / "frontier.png").write_bytes(b"stale")
     text = read_md(build_report(tmp_path))
     assert not (tmp_path / "frontier.png").exists()
@@ -296,8 +297,8 @@ def test_a_lone_ok_point_gets_no_png_and_the_report_says_so_and_a_stale_png_goes
 def test_one_ok_point_beside_a_failed_one_keeps_the_interactive_plot_without_a_png(tmp_path: Path):
     ok, failed = good_points()[0], good_points()[1]
     failed.status, failed.reason, failed.metrics = "oom", "CUDA out of memory (fake record: no GPU here)", {}
-    write_record(tmp_path, ok)
-    write_record(tmp_path, failed)
+    SweepDir(tmp_path).write_record(ok)
+    SweepDir(tmp_path).write_record(failed)
     text = read_md(build_report(tmp_path))
     assert not (tmp_path / "frontier.png").exists()
     assert "no `frontier.png`: fewer than 2 ok points" in text and "Plot: `report.html`" in text
@@ -406,7 +407,7 @@ def cpu_points() -> list[Record]:
 def cpu_sweep(tmp_path: Path) -> Path:
     sweep_dir = tmp_path / "cpu"  # not tmp_path itself: a test may use the `sweep` fixture too
     for r in cpu_points():
-        write_record(sweep_dir, r)
+        SweepDir(sweep_dir).write_record(r)
     return sweep_dir
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from sweeper.report import build_report
 from sweeper.report.headline import answer
 from sweeper.report.plots import plot_data, plot_html, png_figure
-from sweeper.results.record import write_record
 from sweeper.results.row import records_to_frame
+from sweeper.results.sweepdir import SweepDir
 from tests.unit.test_report import ERROR, GIB, OOM, good_points, ok_point, read_md
 
 AXES = ["fsdp", "gc"]
@@ -16,7 +16,7 @@ AXES = ["fsdp", "gc"]
 
 def test_the_first_section_is_the_answer_and_the_metadata_comes_last(tmp_path: Path):
     for r in [*good_points(), OOM, ERROR]:
-        write_record(tmp_path, r)
+        SweepDir(tmp_path).write_record(r)
     (tmp_path / "sweep.json").write_text('{"sweep_id": "sw-test", "command": "python -m sweeper -m gc=true,false"}')
     text = read_md(build_report(tmp_path, device_mem_gib=[("small 2.5 GiB", 2.5)]))
     first = text.split("\n## ")[0]

@@ -9,7 +9,8 @@ import pandas as pd
 
 from sweeper.grid.spec import replay_command
 from sweeper.report import build_report
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 from tests.unit.test_compose import loader_and_master  # noqa: F401 - fixture
 from tests.unit.test_row import composed
 
@@ -30,8 +31,7 @@ def run(loader_and_master, sweep_dir: Path, grid: list[list[str]], status=lambda
     for i, overrides in enumerate(grid):
         spec = composed(loader_and_master, overrides)
         st = status(i)
-        write_record(
-            sweep_dir,
+        SweepDir(sweep_dir).write_record(
             Record(
                 sweep_id="sw-axes",
                 point_id=f"{i:012x}",

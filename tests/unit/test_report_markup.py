@@ -12,8 +12,9 @@ from markdown_it import MarkdownIt
 from sweeper.report import build_report
 from sweeper.report.md import code, escape, fence
 from sweeper.report.plots import plot_data, png_figure
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
 from sweeper.results.row import records_to_frame
+from sweeper.results.sweepdir import SweepDir
 
 #: A C++ source location (rich markup), a script, a table pipe, emphasis, a code span, a backslash, an entity, a
 #: link, an autolink and a line break: each must show as typed.
@@ -83,7 +84,7 @@ def records(reason: str, run_name: str) -> list[Record]:
 
 def write(sweep_dir: Path, recs: list[Record]) -> Path:
     for r in recs:
-        write_record(sweep_dir, r)
+        SweepDir(sweep_dir).write_record(r)
     return build_report(sweep_dir)
 
 

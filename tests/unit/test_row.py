@@ -12,10 +12,10 @@ import pytest
 from hydra.types import RunMode
 
 from sweeper.grid.spec import PointSpec, from_config, replay_command
-from sweeper.launchers.slurm.accounting import add_submitted, record_from_scheduler
+from sweeper.launchers.slurm.accounting import record_from_scheduler
 from sweeper.report import build_report
 from sweeper.results.collect import collect_records
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
 from sweeper.results.row import (
     COLUMNS,
     FAMILY,
@@ -24,6 +24,7 @@ from sweeper.results.row import (
     records_to_frame,
     row_from_record,
 )
+from sweeper.results.sweepdir import SweepDir
 from tests.unit.test_compose import loader_and_master  # noqa: F401 - fixture
 
 PASSTHROUGH = [
@@ -59,7 +60,7 @@ def ok_record(spec: PointSpec, overrides: list[str], pid: str = "abcdef012345", 
 def test_every_point_spec_field_is_a_column_of_the_csv_and_the_parquet(loader_and_master, tmp_path: Path):  # noqa: F811
     overrides = [*PASSTHROUGH, "host_mem_limit_gib=8", "seed=7"]
     spec = composed(loader_and_master, overrides)
-    write_record(tmp_path, ok_record(spec, overrides))
+    SweepDir(tmp_path).write_record(ok_record(spec, overrides))
     build_report(tmp_path)
     csv = pd.read_csv(tmp_path / "results.csv")
     parquet = pd.read_parquet(tmp_path / "results.parquet")
@@ -133,7 +134,7 @@ def test_fp32_master_weights_truth_table(model_dtype, precision, zero, expected)
 
 
 def test_schema_version_is_a_column_of_the_csv_and_parquet_and_parquet_metadata(tmp_path: Path):
-    write_record(tmp_path, Record(sweep_id="s", point_id="p1", status="invalid", reason="fsdp with zero > 0"))
+    SweepDir(tmp_path).write_record(Record(sweep_id="s", point_id="p1", status="invalid", reason="fsdp with zero > 0"))
     build_report(tmp_path)
     assert pd.read_csv(tmp_path / "results.csv")["schema_version"].tolist() == [SCHEMA_VERSION]
     assert pd.read_parquet(tmp_path / "results.parquet")["schema_version"].tolist() == [SCHEMA_VERSION]
@@ -174,7 +175,9 @@ def test_slurm_job_state_elapsed_and_limit_are_columns():
 
 def test_a_point_still_queued_on_slurm_is_pending_with_its_job_id(tmp_path: Path):
     (tmp_path / "points" / "feed00000001").mkdir(parents=True)
-    add_submitted(tmp_path, {"feed00000001": {"job_id": "88_0", "overrides": ["gc=true"], "spec": {"gc": True}}})
+    SweepDir(tmp_path).add_submitted(
+        {"feed00000001": {"job_id": "88_0", "overrides": ["gc=true"], "spec": {"gc": True}}}
+    )
     (r,) = collect_records(tmp_path)
     assert (r.status, r.reason) == ("pending", "no result yet (SLURM job 88_0)")
     row = records_to_frame([r]).iloc[0]

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from sweeper.results.atomic import write_json_atomic
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking import log_runs, sweep_settings
 from sweeper.tracking.manifest import read_manifest, summary_lines, sync_command
 from sweeper.tracking.runs import run_id, run_specs
@@ -59,10 +60,9 @@ def make_sweep(root: Path, wandb: dict | None = None) -> Path:
     """Four points: two ok (one frontier point each: less memory vs faster), one oom, one invalid."""
     d = root / "sweep"
     write_json_atomic(d / "sweep.json", {"sweep_id": SWEEP_ID} | ({"wandb": wandb} if wandb else {}))
-    write_record(d, _ok("aaaa00000001", False, 2000.0, 30 * MIB))
-    write_record(d, _ok("aaaa00000002", True, 1200.0, 10 * MIB))
-    write_record(
-        d,
+    SweepDir(d).write_record(_ok("aaaa00000001", False, 2000.0, 30 * MIB))
+    SweepDir(d).write_record(_ok("aaaa00000002", True, 1200.0, 10 * MIB))
+    SweepDir(d).write_record(
         Record(
             sweep_id=SWEEP_ID,
             point_id="aaaa00000003",
@@ -73,8 +73,7 @@ def make_sweep(root: Path, wandb: dict | None = None) -> Path:
             failure={"requested_bytes": 340 * MIB, "rank": 1, "phase": "train", "step": 4},
         ),
     )
-    write_record(
-        d,
+    SweepDir(d).write_record(
         Record(
             sweep_id=SWEEP_ID,
             point_id="aaaa00000004",

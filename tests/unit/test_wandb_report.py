@@ -11,13 +11,14 @@ import pytest
 from sweeper.report.grid import grid_of
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.collect import collect_records
-from sweeper.results.record import Record, write_record
+from sweeper.results.record import Record
 from sweeper.results.row import records_to_frame
 
 pytest.importorskip("wandb_workspaces.reports.v2")
 
+from sweeper.results.sweepdir import WANDB_REPORT_FILE as SPEC_FILE
+from sweeper.results.sweepdir import SweepDir
 from sweeper.wandb_report import cli
-from sweeper.wandb_report.spec import SPEC_FILE
 
 GIB = 2**30
 SWEEP_ID = "ab12cd"
@@ -67,10 +68,9 @@ def make_sweep(root: Path, wandb: dict | None = None) -> Path:
     d = root / "sweep"
     info = {"sweep_id": SWEEP_ID} | ({"wandb": wandb} if wandb is not None else {})
     write_json_atomic(d / "sweep.json", info)
-    write_record(d, ok_point("aaaa00000001", "none", False, 2000.0, 3 * GIB))
-    write_record(d, ok_point("aaaa00000002", "full_shard", True, 1200.0, 1 * GIB))
-    write_record(
-        d,
+    SweepDir(d).write_record(ok_point("aaaa00000001", "none", False, 2000.0, 3 * GIB))
+    SweepDir(d).write_record(ok_point("aaaa00000002", "full_shard", True, 1200.0, 1 * GIB))
+    SweepDir(d).write_record(
         Record(
             sweep_id=SWEEP_ID,
             point_id="aaaa00000003",
@@ -81,8 +81,7 @@ def make_sweep(root: Path, wandb: dict | None = None) -> Path:
             failure={"requested_bytes": 340 * 2**20, "phase": "train", "rank": 1, "step": 0},
         ),
     )
-    write_record(
-        d,
+    SweepDir(d).write_record(
         Record(
             sweep_id=SWEEP_ID,
             point_id="aaaa00000004",

@@ -30,6 +30,7 @@ from transformers import TrainerCallback
 
 from sweeper.grid.spec import PointSpec
 from sweeper.results.rankfile import MESSAGE_CHARS, TRACEBACK_CHARS, RankFailure, RankFile, write_rank_file
+from sweeper.results.sweepdir import SPEC_FILE
 
 T = TypeVar("T")
 #: A mode: runs this rank's part of the point in ``point_dir`` and returns the rank's exit code.
@@ -69,7 +70,7 @@ class Rank:
         import torch
 
         self.point_dir = Path(point_dir)
-        self.spec = PointSpec.from_dict(json.loads((self.point_dir / "spec.json").read_text()))
+        self.spec = PointSpec.from_dict(json.loads((self.point_dir / SPEC_FILE).read_text()))
         self.rank = int(os.environ.get("RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.use_cuda = self.spec.device != "cpu" and torch.cuda.is_available()

@@ -10,7 +10,6 @@ at its batch. The ranks run under torchrun (:mod:`sweeper.launchers.torchrun`); 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from sweeper.grid.spec import PointSpec
@@ -19,13 +18,13 @@ from sweeper.launchers.torchrun import launch_ranks, record_launch
 from sweeper.point.device_budget import write_budget
 from sweeper.point.lifecycle import Prepared, begin, target_for
 from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 
 
 def run_point(
     spec: PointSpec,
     overrides: list[str],
-    sweep_dir: Path,
-    sweep_id: str,
+    sweep: SweepDir,
     rerun: frozenset[str] = frozenset(),
     cluster: dict[str, Any] | None = None,
 ) -> Record:
@@ -36,7 +35,7 @@ def run_point(
     Returns:
         The record written (or found). Never raises for a failing point: every outcome is a record.
     """
-    prepared = begin(spec, overrides, sweep_dir, sweep_id, target_for(spec, "local", cluster), rerun)
+    prepared = begin(spec, overrides, sweep, target_for(spec, "local", cluster), rerun)
     if isinstance(prepared, Record):
         return prepared
     return run_prepared(prepared)

@@ -33,17 +33,8 @@ from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
 from sweeper.results.atomic import write_error_text, write_json_atomic
 from sweeper.results.rankfile import RankFile, read_rank_steps
-from sweeper.results.record import (
-    RESULT_FILE,
-    Record,
-    RecordNotWritten,
-    existing_final_status,
-    point_dir,
-    read_record,
-    write_record,
-)
-
-SPEC_FILE = "spec.json"
+from sweeper.results.record import Record, RecordNotWritten
+from sweeper.results.sweepdir import SPEC_FILE, SweepDir
 
 
 def target_for(spec: PointSpec, launcher: str, cluster: ClusterConfig | Mapping[str, Any] | None = None) -> Target:
@@ -68,15 +59,14 @@ class Prepared:
     """A point that passed the gate and has its directory ready: everything its ranks and its record need.
 
     Attributes:
-        sweep_dir: the sweep directory (absolute).
-        sweep_id, point_id: the sweep's id and the point's 12-hex id.
+        sweep: the sweep directory (absolute) and its id.
+        point_id: the point's 12-hex id.
         overrides: the Hydra overrides selecting the point.
         spec: the full point spec (budgets included).
         target: where it runs.
     """
 
-    sweep_dir: Path
-    sweep_id: str
+    sweep: SweepDir
     point_id: str
     overrides: list[str]
     spec: PointSpec
@@ -85,17 +75,17 @@ class Prepared:
     @property
     def pdir(self) -> Path:
         """The point's directory, ``<sweep_dir>/points/<point_id>``."""
-        return point_dir(self.sweep_dir, self.point_id)
+        return self.sweep.point(self.point_id)
 
     def base(self, env: dict[str, Any] | None = None) -> dict[str, Any]:
         """The record fields every outcome of this point shares."""
-        return _base(self.sweep_id, self.point_id, self.overrides, self.spec, env)
+        return _base(self.sweep, self.point_id, self.overrides, self.spec, env)
 
     def to_payload(self) -> dict[str, Any]:
         """Plain data (pickles for SLURM): the inverse of :meth:`from_payload`."""
         return dict(
-            sweep_dir=str(self.sweep_dir),
-            sweep_id=self.sweep_id,
+            sweep_dir=str(self.sweep.path),
+            sweep_id=self.sweep.sweep_id,
             point_id=self.point_id,
             overrides=list(self.overrides),
             spec=self.spec.to_dict(),
@@ -106,8 +96,7 @@ class Prepared:
     def from_payload(cls, data: dict[str, Any]) -> Prepared:
         """Rebuild from :meth:`to_payload` (inside a SLURM job)."""
         return cls(
-            Path(data["sweep_dir"]),
-            data["sweep_id"],
+            SweepDir(Path(data["sweep_dir"]), data["sweep_id"]),
             data["point_id"],
             list(data["overrides"]),
             PointSpec.from_dict(data["spec"]),
@@ -115,9 +104,11 @@ class Prepared:
         )
 
 
-def _base(sweep_id: str, pid: str, overrides: list[str], spec: PointSpec, env: dict[str, Any] | None) -> dict[str, Any]:
+def _base(
+    sweep: SweepDir, pid: str, overrides: list[str], spec: PointSpec, env: dict[str, Any] | None
+) -> dict[str, Any]:
     return dict(
-        sweep_id=sweep_id,
+        sweep_id=sweep.sweep_id,
         point_id=pid,
         overrides=list(overrides),
         spec=spec.to_dict(),
@@ -194,8 +185,7 @@ def _still_pruned(spec: PointSpec, target: Target) -> bool:
 def begin(
     spec: PointSpec,
     overrides: list[str],
-    sweep_dir: Path,
-    sweep_id: str,
+    sweep: SweepDir,
     target: Target,
     rerun: frozenset[str] = frozenset(),
     pending_elsewhere: frozenset[str] = frozenset(),
@@ -217,27 +207,27 @@ def begin(
     Returns:
         A :class:`Record` when the point must not run now, else a :class:`Prepared` point.
     """
-    sweep_dir = Path(sweep_dir).resolve()
+    sweep = sweep.resolved()
     pid = point_id(spec)
-    pdir = point_dir(sweep_dir, pid)
-    status = existing_final_status(sweep_dir, pid, rerun)
+    pdir = sweep.point(pid)
+    status = sweep.final_status(pid, rerun)
     if status == "pruned" and not _still_pruned(spec, target):
-        existing_final_status(sweep_dir, pid, frozenset({"pruned"}))  # moved aside (history kept): decide again
+        sweep.set_aside(pid)  # history kept: decide again
     elif status:
-        return read_record(pdir / RESULT_FILE)
+        return sweep.read_record(pid)
     if pid in pending_elsewhere:
         return Record(
             status="pending",
             reason="queued or running from an earlier submission",
             predicted=predicted_for(spec, target),
-            **_base(sweep_id, pid, overrides, spec, {}),
+            **_base(sweep, pid, overrides, spec, {}),
         )
     try:
         check(spec, target)
     except InvalidPoint as e:
-        base = _base(sweep_id, pid, overrides, spec, None)
-        return write(sweep_dir, refusal_record(base, e, predicted_for(spec, target)))
-    prepared = Prepared(sweep_dir, sweep_id, pid, list(overrides), spec, target)
+        base = _base(sweep, pid, overrides, spec, None)
+        return write(sweep, refusal_record(base, e, predicted_for(spec, target)))
+    prepared = Prepared(sweep, pid, list(overrides), spec, target)
     pdir.mkdir(parents=True, exist_ok=True)
     for stale in [*pdir.glob("rank*.json"), *pdir.glob("rank*.step"), *pdir.glob(".*.tmp")]:
         stale.unlink(missing_ok=True)  # left by an interrupted earlier attempt (a killed driver or rank, a full disk)
@@ -306,20 +296,20 @@ def finish(
         **prepared.base(env), **{**result, "predicted": predicted, "series": series}, wall_time_s=wall_time_s
     )
     record.artifacts.update(artifacts or {})
-    return write(prepared.sweep_dir, record)
+    return write(prepared.sweep, record)
 
 
-def write(sweep_dir: Path, record: Record) -> Record:
-    """Write ``record`` atomically as its point's ``result.json`` and return it.
+def write(sweep: SweepDir, record: Record) -> Record:
+    """Write ``record`` atomically as its point's ``result.json`` (:meth:`SweepDir.write_record`) and return it.
 
     Raises:
         RecordNotWritten: the filesystem refused it (a full disk: :func:`not_recorded` makes the line to show).
     """
-    write_record(sweep_dir, record)
+    sweep.write_record(record)
     return record
 
 
-def not_recorded(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_id: str, exc: OSError) -> Record:
+def not_recorded(spec: PointSpec, overrides: list[str], sweep: SweepDir, exc: OSError) -> Record:
     """The unwritten ``pending`` record of a point whose files could not be written (``exc``: a full disk while
     writing ``spec.json``, the device budget, the ranks' log or ``result.json``): nothing final exists for it, so
     a resume (the same command with ``hydra.sweep.dir=<sweep_dir>``) runs it again. The reason starts with
@@ -331,16 +321,15 @@ def not_recorded(spec: PointSpec, overrides: list[str], sweep_dir: Path, sweep_i
         outcome = f"it ended {r.status}" + (f" ({r.error_kind})" if r.error_kind else "") + "; "
     reason = (
         f"not recorded: {write_error_text(exc)} ({outcome}free space, then run the same command with "
-        f"hydra.sweep.dir={Path(sweep_dir)} to resume: this point runs again)"
+        f"hydra.sweep.dir={sweep.path} to resume: this point runs again)"
     )
-    return Record(status="pending", reason=reason, **_base(sweep_id, point_id(spec), overrides, spec, {}))
+    return Record(status="pending", reason=reason, **_base(sweep, point_id(spec), overrides, spec, {}))
 
 
 def internal_error(
     spec: PointSpec,
     overrides: list[str],
-    sweep_dir: Path,
-    sweep_id: str,
+    sweep: SweepDir,
     exc: BaseException,
     cluster: dict[str, Any] | None = None,
 ) -> Record:
@@ -364,12 +353,12 @@ def internal_error(
         reason=f"sweeper failed on this point (a bug, please report it): {type(exc).__name__}: {exc}",
         failure={"traceback": traceback.format_exc()[-4000:]},
         predicted=predicted,
-        **_base(sweep_id, pid, overrides, spec, None),
+        **_base(sweep, pid, overrides, spec, None),
     )
     try:
-        path = point_dir(Path(sweep_dir), pid) / RESULT_FILE
+        path = sweep.result_path(pid)
         if not path.exists():
-            write(Path(sweep_dir), record)
+            write(sweep, record)
     except OSError as e:
         record.reason += f"; the record could not be written to {path.parent}: {e}"
     return record

@@ -14,13 +14,14 @@ from sweeper.report.render import render_html, render_markdown
 from sweeper.results.atomic import write_atomic, write_text_atomic
 from sweeper.results.collect import collect_records
 from sweeper.results.row import frame_to_arrow, records_to_frame
+from sweeper.results.sweepdir import SweepDir
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
 def build_report(
-    sweep_dir: Path,
+    sweep_dir: SweepDir | Path,
     device_mem_gib: Sequence[tuple[str, float]] = (),
     *,
     max_rows: int | None = 200,
@@ -33,7 +34,7 @@ def build_report(
     ``pending``, see :func:`sweeper.results.collect.collect_records`).
 
     Args:
-        sweep_dir: the sweep directory (holds ``points/``).
+        sweep_dir: the sweep directory (holds ``points/``), or its path.
         device_mem_gib: optional device memory capacities drawn as vertical lines, as (label, GiB) pairs,
             e.g. ``[("H100 80 GiB", 80.0)]``.
         max_rows: the most rows each table of report.md/report.html shows (None: every row). The results table
@@ -51,27 +52,27 @@ def build_report(
     Raises:
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
-    sweep_dir = Path(sweep_dir)
-    records = collect_records(sweep_dir)
+    sweep = SweepDir.of(sweep_dir)
+    records = collect_records(sweep)
     df = records_to_frame(records)
     grid = grid_of(df)
     unit = mem_unit(df)
-    doc = build_document(sweep_dir, records, df, max_rows, grid, device_mem_gib, wandb_mode)
+    doc = build_document(sweep, records, df, max_rows, grid, device_mem_gib, wandb_mode)
     n_ok = int((df["status"] == "ok").sum()) if "status" in df.columns else 0
     draw_png, interactive = n_ok >= PNG_MIN_OK, len(df) >= PLOT_MIN_POINTS
     data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit) if draw_png or interactive else None
 
-    write_atomic(sweep_dir / "results.csv", lambda p: df.to_csv(p, index=False))
+    write_atomic(sweep.results_csv, lambda p: df.to_csv(p, index=False))
     table = frame_to_arrow(df)
-    write_atomic(sweep_dir / "results.parquet", lambda p: _write_parquet(table, p))
-    png = sweep_dir / "frontier.png"
+    write_atomic(sweep.results_parquet, lambda p: _write_parquet(table, p))
+    png = sweep.frontier_png
     if draw_png:
         write_atomic(png, lambda p: plot_png(data, p))
     else:  # a lone point has no frontier to draw (and skips matplotlib); an older drawing would be stale
         png.unlink(missing_ok=True)
     # a single point: no plotly figure (nothing to compare; report.html says so)
-    write_text_atomic(sweep_dir / "report.html", render_html(doc, plot_html(data) if interactive else ""))
-    md = sweep_dir / "report.md"
+    write_text_atomic(sweep.report_html, render_html(doc, plot_html(data) if interactive else ""))
+    md = sweep.report_md
     write_text_atomic(md, render_markdown(doc))
     return md
 

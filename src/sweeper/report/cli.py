@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sweeper.report.build import build_report
-from sweeper.results.collect import read_submitted, sweep_info
-from sweeper.results.record import POINTS_DIR
+from sweeper.results.sweepdir import POINTS_DIR, SweepDir
 from sweeper.tracking import RunsWriter, sweep_settings
 from sweeper.tracking.settings import MODES
 
@@ -54,22 +53,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sweep_dir: Path = args.sweep_dir
+    sweep = SweepDir(sweep_dir)
     if not sweep_dir.is_dir():
         print(f"sweeper.report: error: sweep directory {sweep_dir} does not exist", file=sys.stderr)
         return 2
-    if not (sweep_dir / POINTS_DIR).is_dir():
+    if not sweep.is_sweep():
         print(
             f"sweeper.report: error: {sweep_dir} has no {POINTS_DIR}/ folder; is it a sweep directory?",
             file=sys.stderr,
         )
         return 2
     try:
-        if read_submitted(sweep_dir):  # learn from SLURM how ended jobs ended before reporting
+        if _submitted(sweep):  # learn from SLURM how ended jobs ended before reporting
             from sweeper.launchers.slurm.accounting import reconcile
 
-            reconcile(sweep_dir, sweep_info(sweep_dir).get("sweep_id", sweep_dir.name))
-        writer = RunsWriter.start(sweep_dir, sweep_settings(sweep_dir, args.wandb))  # meanwhile, the report
-        path = build_report(sweep_dir, args.device_mem, wandb_mode=writer.mode)
+            reconcile(sweep)
+        writer = RunsWriter.start(sweep, sweep_settings(sweep, args.wandb))  # meanwhile, the report
+        path = build_report(sweep, args.device_mem, wandb_mode=writer.mode)
         tracking = writer.wait()
     except ValueError as e:
         print(f"sweeper.report: error: {e}", file=sys.stderr)
@@ -78,3 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line)
     print(path)
     return 0
+
+
+def _submitted(sweep: SweepDir) -> bool:
+    """Whether points of the sweep were submitted to SLURM; a ``submitted.json`` that cannot be read counts as none
+    (the report is built from the records alone)."""
+    try:
+        return bool(sweep.submitted())
+    except (OSError, ValueError):
+        return False

@@ -34,8 +34,8 @@ from sweeper.report.tables import (
     shown_ok,
     shown_replays,
 )
-from sweeper.results.collect import sweep_info
 from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ _ALL_ROWS = "`results.csv` / `results.parquet` (next to this file) hold all of t
 
 
 def build_document(
-    sweep_dir: Path,
+    sweep_dir: SweepDir | Path,
     records: Sequence[Record],
     df: pd.DataFrame,
     max_rows: int | None = None,
@@ -136,7 +136,8 @@ def build_document(
     record (``sweep.json``: command, start time).
 
     Args:
-        sweep_dir: the sweep directory (for ``sweep.json``).
+        sweep_dir: the sweep directory, or its path (for ``sweep.json`` and the sweep id,
+            :attr:`SweepDir.sweep_id`).
         records: its records; ``df``: their table (:func:`sweeper.results.row.records_to_frame`).
         max_rows: the most rows each table (and the replay section) shows; None: all
             (see :func:`sweeper.report.tables.shown_ok`, ``shown_failures``, ``shown_replays``).
@@ -146,8 +147,8 @@ def build_document(
         wandb_mode: the mode the W&B runs are being written in now (``off``, ``offline``, ``online``), for the W&B
             section; None: the section describes what the last write left (``<sweep dir>/wandb/sweeper-runs.json``).
     """
-    info = sweep_info(sweep_dir)
-    sweep_id = info.get("sweep_id") or (records[0].sweep_id if records else "") or Path(sweep_dir).name
+    sweep = SweepDir.of(sweep_dir)
+    info = sweep.info()
     grid = grid if grid is not None else grid_of(df)
     axes = grid.axes(df.columns)
     unit = mem_unit(df)
@@ -162,27 +163,27 @@ def build_document(
     sections += [
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
-        *_wandb(sweep_dir, wandb_mode, str((info.get("wandb") or {}).get("project") or "sweeper")),
+        *_wandb(sweep, wandb_mode, str((info.get("wandb") or {}).get("project") or "sweeper")),
         Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
         Section("Grid", _grid(grid)),
         Section("Environment", _environment(records)),
     ]
     if info:
         sections.append(Section("Sweep", [Bullets([f"{strong(k)}: {code(cli(v))}" for k, v in info.items()])]))
-    return Document(title=f"Sweep {sweep_id}", sections=sections)
+    return Document(title=f"Sweep {sweep.sweep_id}", sections=sections)
 
 
-def _wandb(sweep_dir: Path, mode: str | None, project: str) -> list[Section]:
+def _wandb(sweep: SweepDir, mode: str | None, project: str) -> list[Section]:
     """The W&B section (where the runs go, the sync command): from ``mode`` when the runs are being written now
     (:func:`sweeper.tracking.manifest.planned_lines`), else from what the last write left; none without runs."""
     from sweeper.tracking.manifest import planned_lines, summary_lines
 
-    lines = summary_lines(sweep_dir) if mode is None else planned_lines(sweep_dir, mode, project)
+    lines = summary_lines(sweep) if mode is None else planned_lines(sweep, mode, project)
     if not lines:
         return []
     bullets = [escape(line) for line in lines if not line.startswith("Sync")]
     bullets += [f"Sync them once online: {code(line.partition(': ')[2])}" for line in lines if line.startswith("Sync")]
-    bullets.append(f"Comparison report: {code(f'python -m sweeper.wandb_report {shlex.quote(str(sweep_dir))}')}")
+    bullets.append(f"Comparison report: {code(f'python -m sweeper.wandb_report {shlex.quote(str(sweep.path))}')}")
     return [Section("W&B", [Bullets(bullets)])]
 
 

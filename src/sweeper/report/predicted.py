@@ -24,6 +24,7 @@ from sweeper.report.fmt import capped, missing, text
 from sweeper.report.md import code, escape, one_line
 from sweeper.report.tables import APART
 from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 
 #: (what, relative-error column) of each prediction compared with a measurement.
 ERROR_COLUMNS = (
@@ -166,12 +167,12 @@ def summary_lines(df: pd.DataFrame, records: Sequence[Record]) -> list[str]:
     return lines
 
 
-def terminal_lines(sweep_dir: Path) -> list[str]:
-    """:func:`summary_lines` of a sweep directory's records."""
+def terminal_lines(sweep_dir: SweepDir | Path) -> list[str]:
+    """:func:`summary_lines` of a sweep directory's records (a :class:`SweepDir` or its path)."""
     from sweeper.results.collect import collect_records
     from sweeper.results.row import records_to_frame
 
-    records = collect_records(Path(sweep_dir))
+    records = collect_records(sweep_dir)
     return summary_lines(records_to_frame(records), records)
 
 

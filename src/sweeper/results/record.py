@@ -3,13 +3,8 @@
 A record is plain data (JSON-serialisable dicts, no live objects) so that it survives a crash of the job that
 wrote it, pickles for SLURM, and can be read back by ``python -m sweeper.report`` long after the sweep ended.
 
-Layout on disk (one sweep directory per sweep)::
-
-    <sweep_dir>/
-      sweep.json                  # sweep id, start time, command line (written once, never overwritten)
-      points/<point_id>/result.json
-      points/<point_id>/rank<r>.json, rank<r>.log, trace_rank<r>.json, top_ops_rank<r>.txt
-      results.csv, results.parquet, report.md, report.html, frontier.png
+Where records live (``<sweep_dir>/points/<point_id>/result.json``), how they are written (atomically, a final one
+never overwritten) and read back, and whether a point is final: :class:`sweeper.results.sweepdir.SweepDir`.
 
 Units: every byte count is in bytes (int), every duration in seconds (float), throughput in tokens/s or
 samples/s. Binary units (MiB = 2**20 bytes, GiB = 2**30 bytes) are used only for display.
@@ -21,8 +16,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-from sweeper.results.atomic import write_json_atomic
 
 #: Every status a point can end in. ``ok`` is the only one with valid throughput numbers.
 STATUSES: tuple[str, ...] = (
@@ -41,9 +34,6 @@ STATUSES: tuple[str, ...] = (
 
 #: Statuses after which the point will not change any more (resume skips these).
 FINAL_STATUSES: frozenset[str] = frozenset(s for s in STATUSES if s != "pending")
-
-RESULT_FILE = "result.json"
-POINTS_DIR = "points"
 
 
 @dataclass
@@ -111,11 +101,6 @@ class Record:
         return cls(**known)
 
 
-def point_dir(sweep_dir: Path, point_id: str) -> Path:
-    """The folder of one point inside a sweep directory."""
-    return Path(sweep_dir) / POINTS_DIR / point_id
-
-
 class RecordNotWritten(OSError):
     """A record that could not be written (a full disk, a read-only folder, ...): same ``errno``, ``strerror`` and
     ``filename`` (the ``result.json`` path) as the filesystem's error, plus the unwritten record.
@@ -129,27 +114,6 @@ class RecordNotWritten(OSError):
         self.record = record
 
 
-def write_record(sweep_dir: Path, record: Record) -> Path:
-    """Write a point's record to ``<sweep_dir>/points/<point_id>/result.json`` atomically.
-
-    Raises:
-        FileExistsError: if a final record for this point already exists (a finished point is never
-            overwritten; delete its folder by hand to re-run it).
-        RecordNotWritten: the filesystem refused the write (e.g. no space left on device); nothing was written, no
-            temporary file is left, and the point has no record (a resume runs it again).
-    """
-    path = point_dir(sweep_dir, record.point_id) / RESULT_FILE
-    if path.exists():
-        old = read_record(path)
-        if old.status in FINAL_STATUSES:
-            raise FileExistsError(f"{path} already holds a final result ({old.status}); refusing to overwrite it")
-    try:
-        write_json_atomic(path, record.to_dict())
-    except OSError as e:
-        raise RecordNotWritten(record, e) from e
-    return path
-
-
 def read_record(path: Path) -> Record:
     """Read one ``result.json``.
 
@@ -160,28 +124,3 @@ def read_record(path: Path) -> Record:
         return Record.from_dict(json.loads(Path(path).read_text()))
     except (json.JSONDecodeError, TypeError, ValueError) as e:
         raise ValueError(f"{path}: not a valid sweeper result record: {e}") from e
-
-
-def iter_records(sweep_dir: Path) -> list[Record]:
-    """All records of a sweep directory, sorted by point id (unreadable files raise ValueError)."""
-    root = Path(sweep_dir) / POINTS_DIR
-    return [read_record(p) for p in sorted(root.glob(f"*/{RESULT_FILE}"))]
-
-
-def existing_final_status(sweep_dir: Path, point_id: str, rerun: set[str] | frozenset[str] = frozenset()) -> str | None:
-    """The final status of a point that needs no new run, or None (no record, not final, or to be re-run).
-
-    A final record whose status is in ``rerun`` (e.g. ``{"error", "timeout"}``) is moved aside to
-    ``result.<n>.json`` (history kept, nothing lost) so that the point runs again.
-    """
-    path = point_dir(sweep_dir, point_id) / RESULT_FILE
-    if not path.exists():
-        return None
-    status = read_record(path).status
-    if status not in FINAL_STATUSES:
-        return None
-    if status in rerun:
-        n = len(list(path.parent.glob("result.*.json")))
-        path.rename(path.parent / f"result.{n}.json")
-        return None
-    return status

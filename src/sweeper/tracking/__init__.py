@@ -14,23 +14,22 @@ import sys
 from pathlib import Path
 
 from sweeper.redact import without_secrets
-from sweeper.results.collect import sweep_info
-from sweeper.tracking.settings import WANDB_SUBDIR, WandbSettings, effective_mode
+from sweeper.results.sweepdir import TRACKING_LOG, SweepDir
+from sweeper.tracking.settings import WandbSettings, effective_mode
 
 #: The child's time limit: this many seconds, plus :data:`SECONDS_PER_RUN` per point.
 BASE_TIMEOUT_S = 120.0
 SECONDS_PER_RUN = 3.0
-LOG_FILE = "sweeper-tracking.log"
 
 
-def sweep_settings(sweep_dir: Path, mode: str | None = None) -> WandbSettings:
+def sweep_settings(sweep_dir: SweepDir | Path, mode: str | None = None) -> WandbSettings:
     """The W&B settings a sweep ran with (``sweep.json``'s ``wandb`` entry, defaults when absent), with ``mode``
     replacing its mode when given.
 
     Raises:
         ValueError: ``mode`` is not one of ``auto``, ``off``, ``offline``, ``online``.
     """
-    data = dict(sweep_info(sweep_dir).get("wandb") or {})
+    data = dict(SweepDir.of(sweep_dir).info().get("wandb") or {})
     if mode is not None:
         data["mode"] = mode
     return WandbSettings.from_dict(data)
@@ -45,8 +44,8 @@ class RunsWriter:
             report's W&B section says where they go.
     """
 
-    def __init__(self, sweep_dir: Path, mode: str, lines: list[str]) -> None:
-        self.sweep_dir = Path(sweep_dir)
+    def __init__(self, sweep_dir: SweepDir | Path, mode: str, lines: list[str]) -> None:
+        self.sweep = SweepDir.of(sweep_dir)
         self.mode = mode
         self._lines = lines
         self._proc: subprocess.Popen | None = None
@@ -54,28 +53,29 @@ class RunsWriter:
         self._timeout = BASE_TIMEOUT_S
 
     @classmethod
-    def start(cls, sweep_dir: Path, settings: WandbSettings, n_points: int | None = None) -> RunsWriter:
+    def start(cls, sweep_dir: SweepDir | Path, settings: WandbSettings, n_points: int | None = None) -> RunsWriter:
         """Start writing (``off``: nothing starts and it costs nothing). Never raises.
 
         Args:
-            sweep_dir: the sweep directory.
+            sweep_dir: the sweep directory, or its path.
             settings: the sweep's W&B settings (:func:`sweep_settings`).
             n_points: the number of points, for the time limit (``BASE_TIMEOUT_S + SECONDS_PER_RUN`` x points);
                 None: counted from ``points/``.
         """
-        mode, note = effective_mode(settings, single_point=sweep_info(sweep_dir).get("mode") == "run")
-        writer = cls(sweep_dir, mode, [note] if note else [])
+        sweep = SweepDir.of(sweep_dir)
+        mode, note = effective_mode(settings, single_point=sweep.info().get("mode") == "run")
+        writer = cls(sweep, mode, [note] if note else [])
         if mode == "off":
             return writer
         if n_points is None:
             try:
-                n_points = sum(1 for _ in (writer.sweep_dir / "points").iterdir())
+                n_points = sum(1 for _ in sweep.points_dir.iterdir())
             except OSError:
                 n_points = 0
         writer._timeout = BASE_TIMEOUT_S + SECONDS_PER_RUN * n_points
-        cmd = [sys.executable, "-m", "sweeper.tracking", str(writer.sweep_dir), "--mode", mode]
+        cmd = [sys.executable, "-m", "sweeper.tracking", str(sweep.path), "--mode", mode]
         cmd += ["--project", settings.project] + (["--entity", settings.entity] if settings.entity else [])
-        writer._log = _log_file(writer.sweep_dir)
+        writer._log = _log_file(sweep)
         # the mode is resolved (the child is told); the writer needs no secret (sweeper.redact)
         env = {k: v for k, v in without_secrets(os.environ).items() if k != "WANDB_MODE"}
         try:
@@ -105,7 +105,7 @@ class RunsWriter:
         if self._proc.returncode != 0:
             lines.append(
                 f"W&B: the writer exited with status {self._proc.returncode} "
-                f"(see {self.sweep_dir / WANDB_SUBDIR / LOG_FILE})"
+                f"(see {self.sweep.wandb_dir / TRACKING_LOG})"
             )
         return lines
 
@@ -115,16 +115,16 @@ class RunsWriter:
             self._log = None
 
 
-def log_runs(sweep_dir: Path, settings: WandbSettings, n_points: int | None = None) -> list[str]:
+def log_runs(sweep_dir: SweepDir | Path, settings: WandbSettings, n_points: int | None = None) -> list[str]:
     """Write or update the sweep's W&B runs (:meth:`RunsWriter.start`, then :meth:`RunsWriter.wait`) and return the
     lines to print. Never raises."""
     return RunsWriter.start(sweep_dir, settings, n_points).wait()
 
 
-def _log_file(sweep_dir: Path):
+def _log_file(sweep: SweepDir):
     try:
-        (sweep_dir / WANDB_SUBDIR).mkdir(parents=True, exist_ok=True)
-        return open(sweep_dir / WANDB_SUBDIR / LOG_FILE, "a")
+        sweep.wandb_dir.mkdir(parents=True, exist_ok=True)
+        return open(sweep.wandb_dir / TRACKING_LOG, "a")
     except OSError:
         return None
 

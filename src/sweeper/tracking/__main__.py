@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from sweeper.results.sweepdir import POINTS_DIR, SweepDir
 from sweeper.tracking.settings import WandbSettings
 from sweeper.tracking.writer import write_runs
 
@@ -25,11 +26,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--project", default="sweeper")
     parser.add_argument("--entity", default=None)
     args = parser.parse_args(argv)
-    if not (args.sweep_dir / "points").is_dir():
-        print(f"sweeper.tracking: error: {args.sweep_dir} has no points/ folder", file=sys.stderr)
+    sweep = SweepDir(args.sweep_dir)
+    if not sweep.is_sweep():
+        print(f"sweeper.tracking: error: {args.sweep_dir} has no {POINTS_DIR}/ folder", file=sys.stderr)
         return 2
     try:
-        result = write_runs(args.sweep_dir, WandbSettings(args.mode, args.project, args.entity), args.mode)
+        result = write_runs(sweep, WandbSettings(args.mode, args.project, args.entity), args.mode)
     except ValueError as e:
         print(f"W&B: not written: {e}")
         return 1

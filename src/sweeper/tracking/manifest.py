@@ -14,17 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.results.atomic import write_json_atomic
-from sweeper.tracking.settings import WANDB_SUBDIR
-
-MANIFEST = "sweeper-runs.json"
+from sweeper.results.sweepdir import WANDB_MANIFEST, SweepDir
 
 
-def manifest_path(sweep_dir: Path) -> Path:
+def manifest_path(sweep_dir: SweepDir | Path) -> Path:
     """``<sweep dir>/wandb/sweeper-runs.json``."""
-    return Path(sweep_dir) / WANDB_SUBDIR / MANIFEST
+    return SweepDir.of(sweep_dir).wandb_dir / WANDB_MANIFEST
 
 
-def read_manifest(sweep_dir: Path) -> dict[str, Any]:
+def read_manifest(sweep_dir: SweepDir | Path) -> dict[str, Any]:
     """The manifest, or ``{"runs": {}}`` when there is none or it cannot be read."""
     try:
         data = json.loads(manifest_path(sweep_dir).read_text())
@@ -35,7 +33,7 @@ def read_manifest(sweep_dir: Path) -> dict[str, Any]:
     return data
 
 
-def write_manifest(sweep_dir: Path, data: dict[str, Any]) -> None:
+def write_manifest(sweep_dir: SweepDir | Path, data: dict[str, Any]) -> None:
     """Write the manifest atomically.
 
     Raises:
@@ -44,29 +42,30 @@ def write_manifest(sweep_dir: Path, data: dict[str, Any]) -> None:
     write_json_atomic(manifest_path(sweep_dir), data)
 
 
-def sync_command(sweep_dir: Path) -> str:
+def sync_command(sweep_dir: SweepDir | Path) -> str:
     """The shell command that uploads a sweep's offline runs: ``wandb sync <sweep dir>/wandb/offline-run-*``."""
-    return f"wandb sync {shlex.quote(str(Path(sweep_dir) / WANDB_SUBDIR))}/offline-run-*"
+    return f"wandb sync {shlex.quote(str(SweepDir.of(sweep_dir).wandb_dir))}/offline-run-*"
 
 
-def planned_lines(sweep_dir: Path, mode: str, project: str = "sweeper") -> list[str]:
+def planned_lines(sweep_dir: SweepDir | Path, mode: str, project: str = "sweeper") -> list[str]:
     """What the report says about W&B while the runs are being written in ``mode`` (``off``, ``offline``,
     ``online``; :func:`sweeper.tracking.settings.effective_mode`): plain sentences, the sync command last when
     offline. ``[]`` for ``off``. The terminal says how the writing went."""
+    wandb_dir = SweepDir.of(sweep_dir).wandb_dir
     if mode == "offline":
         return [
-            f"One W&B run per point, written offline under {Path(sweep_dir) / WANDB_SUBDIR}/.",
+            f"One W&B run per point, written offline under {wandb_dir}/.",
             f"Sync them once online: {sync_command(sweep_dir)}",
         ]
     if mode == "online":
         return [
             f"One W&B run per point, sent to the W&B project {project} (group = the sweep id); written offline under "
-            f"{Path(sweep_dir) / WANDB_SUBDIR}/ instead if the server cannot be reached (the terminal says so)."
+            f"{wandb_dir}/ instead if the server cannot be reached (the terminal says so)."
         ]
     return []
 
 
-def summary_lines(sweep_dir: Path) -> list[str]:
+def summary_lines(sweep_dir: SweepDir | Path) -> list[str]:
     """What the last W&B write left, for the report (Markdown-free plain sentences; the caller formats them):
     how many runs, offline or online, where, and the command that syncs offline runs. ``[]`` when no run was
     written."""
@@ -79,6 +78,6 @@ def summary_lines(sweep_dir: Path) -> list[str]:
     if online:
         lines.append(f"{online} W&B runs sent online (group = the sweep id).")
     if offline:
-        lines.append(f"{len(offline)} W&B runs written offline under {Path(sweep_dir) / WANDB_SUBDIR}/.")
+        lines.append(f"{len(offline)} W&B runs written offline under {SweepDir.of(sweep_dir).wandb_dir}/.")
         lines.append(f"Sync them once online: {sync_command(sweep_dir)}")
     return lines

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweeper.results.collect import collect_records, sweep_info
+from sweeper.results.collect import collect_records
 from sweeper.results.record import Record
 from sweeper.results.row import config_columns, records_to_frame
+from sweeper.results.sweepdir import SweepDir
 
 #: W&B run ids: letters, digits, ``-`` and ``_``; longer ids are hashed.
 _ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
@@ -121,17 +122,17 @@ def history_of(record: Record) -> list[dict[str, Any]]:
     return out
 
 
-def run_specs(sweep_dir: Path) -> list[RunSpec]:
+def run_specs(sweep_dir: SweepDir | Path) -> list[RunSpec]:
     """Every point's run, from the records of ``sweep_dir`` (point folders without a record are ``pending``).
 
     Raises:
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
-    sweep_dir = Path(sweep_dir)
-    records = collect_records(sweep_dir)
+    sweep = SweepDir.of(sweep_dir)
+    records = collect_records(sweep)
     if not records:
         return []
-    sweep_id = sweep_info(sweep_dir).get("sweep_id", sweep_dir.name)
+    sweep_id = sweep.sweep_id
     df = records_to_frame(records)
     config_cols = config_columns(df.columns)
     out = []

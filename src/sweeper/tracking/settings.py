@@ -23,8 +23,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 MODES: tuple[str, ...] = ("auto", "off", "offline", "online")
-#: The folder under the sweep directory that holds the W&B runs (wandb's own ``<dir>/wandb/``).
-WANDB_SUBDIR = "wandb"
 INSTALL_HINT = "pip install 'sweeper[tracking]'"
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.failures.text import first_line
+from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.manifest import read_manifest, sync_command, write_manifest
 from sweeper.tracking.runs import RunSpec, run_specs
-from sweeper.tracking.settings import INSTALL_HINT, WANDB_SUBDIR, WandbSettings
+from sweeper.tracking.settings import INSTALL_HINT, WandbSettings
 
 #: Stop after this many runs in a row fail (W&B is broken: no point trying every run of a 1,000-point grid).
 MAX_CONSECUTIVE_FAILURES = 3
@@ -110,7 +111,7 @@ def _attempt(
         return None, f"{type(e).__name__}: {first_line(str(e))}"
 
 
-def write_runs(sweep_dir: Path, settings: WandbSettings, mode: str) -> WriteResult:
+def write_runs(sweep_dir: SweepDir | Path, settings: WandbSettings, mode: str) -> WriteResult:
     """Write (or update) one W&B run per point of ``sweep_dir`` in ``mode`` (``offline`` or ``online``).
 
     Online, the first run that cannot be started (no network, server error, bad key) switches this write to
@@ -119,7 +120,8 @@ def write_runs(sweep_dir: Path, settings: WandbSettings, mode: str) -> WriteResu
     Raises:
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
-    sweep_dir = Path(sweep_dir)
+    sweep = SweepDir.of(sweep_dir)
+    sweep_dir = sweep.path
     result = WriteResult(mode)
     try:
         import wandb
@@ -127,15 +129,15 @@ def write_runs(sweep_dir: Path, settings: WandbSettings, mode: str) -> WriteResu
         result.mode = "off"
         result.notes.append(f"W&B off: cannot import wandb ({first_line(str(e))}); {INSTALL_HINT}")
         return result
-    specs = run_specs(sweep_dir)
-    root = sweep_dir / WANDB_SUBDIR
+    specs = run_specs(sweep)
+    root = sweep.wandb_dir
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         result.mode = "off"
         result.notes.append(f"W&B off: cannot create {root}: {first_line(str(e))}")
         return result
-    manifest = read_manifest(sweep_dir)
+    manifest = read_manifest(sweep)
     runs: dict[str, Any] = manifest.setdefault("runs", {})
     consecutive = 0
     for spec in specs:
@@ -174,11 +176,11 @@ def write_runs(sweep_dir: Path, settings: WandbSettings, mode: str) -> WriteResu
         manifest["mode"] = result.mode
         manifest["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         try:
-            write_manifest(sweep_dir, manifest)
+            write_manifest(sweep, manifest)
         except OSError as e:
             result.notes.append(f"W&B: cannot write the run manifest: {first_line(str(e))}")
     if any(e.get("mode") == "offline" for e in runs.values()):
-        result.sync = sync_command(sweep_dir)
+        result.sync = sync_command(sweep)
     return result
 
 
@@ -192,6 +194,6 @@ def _remove_superseded(sweep_dir: Path, run_id: str, keep: str) -> None:
     """Delete every other offline folder of run ``run_id`` in ``<sweep dir>/wandb/`` (``offline-run-<time>-<id>``):
     the run just written holds everything they held."""
     keep_path = (sweep_dir / keep).resolve()
-    for path in (sweep_dir / WANDB_SUBDIR).glob(f"offline-run-*-{run_id}"):
+    for path in SweepDir(sweep_dir).wandb_dir.glob(f"offline-run-*-{run_id}"):
         if path.is_dir() and path.resolve() != keep_path and path.name.endswith(f"-{run_id}"):
             shutil.rmtree(path, ignore_errors=True)

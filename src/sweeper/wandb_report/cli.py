@@ -14,9 +14,9 @@ from typing import Any
 
 from sweeper.report.md import one_line
 from sweeper.results.atomic import write_text_atomic
-from sweeper.results.record import POINTS_DIR
+from sweeper.results.sweepdir import POINTS_DIR, WANDB_REPORT_FILE, SweepDir
 from sweeper.tracking.settings import api_key_available
-from sweeper.wandb_report.spec import SPEC_FILE, ReportPlan, publish_commands
+from sweeper.wandb_report.spec import ReportPlan, publish_commands
 
 PROG = "python -m sweeper.wandb_report"
 INSTALL = "pip install 'sweeper[tracking]'"
@@ -34,8 +34,8 @@ def _redact(text: str) -> str:
     return text.replace(key, "***") if len(key) >= 4 else text
 
 
-def _write_spec(sweep_dir: Path, doc: dict[str, Any]) -> Path:
-    path = sweep_dir / SPEC_FILE
+def _write_spec(sweep: SweepDir, doc: dict[str, Any]) -> Path:
+    path = sweep.wandb_report_file
     write_text_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return path
 
@@ -71,10 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sweep_dir: Path = args.sweep_dir
+    sweep = SweepDir(sweep_dir)
     if not sweep_dir.is_dir():
         _error(f"sweep directory {sweep_dir} does not exist")
         return 2
-    if not (sweep_dir / POINTS_DIR).is_dir():
+    if not sweep.is_sweep():
         _error(f"{sweep_dir} has no {POINTS_DIR}/ folder; is it a sweep directory?")
         return 2
     try:
@@ -86,17 +87,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweeper.wandb_report.spec import build_report, plan_report, spec_document
 
     try:
-        plan = plan_report(sweep_dir)
+        plan = plan_report(sweep)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            doc = spec_document(plan, build_report(plan), sweep_dir)
-        path = _write_spec(sweep_dir, doc)
+            doc = spec_document(plan, build_report(plan), sweep)
+        path = _write_spec(sweep, doc)
     except (ValueError, OSError) as e:
         _error(str(e))
         return 1
     print(f"W&B report specification: {path}")
     if not args.publish:
-        runs, report = publish_commands(sweep_dir)
+        runs, report = publish_commands(sweep)
         print("Not published (offline). Once online and logged in to W&B (WANDB_API_KEY or `wandb login`), run:")
         print(f"  {runs}")
         print(f"  {report}")
@@ -113,9 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     doc["publish"] |= {"status": "published", "url": url}
     try:
-        _write_spec(sweep_dir, doc)
+        _write_spec(sweep, doc)
     except OSError as e:
-        _error(f"the report is published ({url}) but {SPEC_FILE} could not be updated: {e}")
+        _error(f"the report is published ({url}) but {WANDB_REPORT_FILE} could not be updated: {e}")
         return 1
     print(f"W&B report: {url}")
     return 0

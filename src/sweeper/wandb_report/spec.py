@@ -31,7 +31,7 @@ from sweeper.report.grid import grid_of
 from sweeper.report.md import one_line
 from sweeper.results.collect import collect_records
 from sweeper.results.row import records_to_frame
-from sweeper.results.sweepdir import read_sweep
+from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.manifest import sync_command
 from sweeper.tracking.runs import FRONTIER_TAG
 from sweeper.tracking.settings import WandbSettings
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 #: The ``format`` key of ``wandb_report.json``.
 FORMAT = "sweeper.wandb_report/1"
-#: The file the specification is written to, inside the sweep directory.
-SPEC_FILE = "wandb_report.json"
 #: The W&B project when ``sweep.json`` names none.
 DEFAULT_PROJECT = WandbSettings().project
 #: The throughput summary key (tokens/s per device).
@@ -76,7 +74,7 @@ class ReportPlan:
     """What the report shows, decided from the sweep's rows alone (no W&B).
 
     Attributes:
-        sweep_id: the sweep id (``sweep.json``'s ``sweep_id``, else the directory name): the runs' group.
+        sweep_id: the sweep id (:attr:`sweeper.results.sweepdir.SweepDir.sweep_id`): the runs' group.
         project: W&B project (``sweep.json["wandb"]["project"]``, default ``"sweeper"``).
         entity: W&B entity, or None for the logged-in user's default entity (resolved when publishing).
         title: the report title (at most :data:`TITLE_MAX` characters, one line).
@@ -116,7 +114,7 @@ class ReportPlan:
 
 
 def wandb_target(sweep: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(project, entity) of a sweep's runs from its ``sweep.json`` (:func:`sweeper.results.sweepdir.read_sweep`),
+    """(project, entity) of a sweep's runs from its ``sweep.json`` (:meth:`sweeper.results.sweepdir.SweepDir.info`),
     read as the runs writer reads it (:class:`sweeper.tracking.settings.WandbSettings`: default project
     :data:`DEFAULT_PROJECT`; entity None: the default entity of whoever publishes). A malformed ``wandb`` entry
     gives the defaults."""
@@ -162,11 +160,11 @@ def _measured(df: pd.DataFrame, axes: Sequence[str]) -> list[Point]:
     return points
 
 
-def plan_from_frame(df: pd.DataFrame, sweep: Mapping[str, Any], sweep_dir: Path) -> ReportPlan:
+def plan_from_frame(df: pd.DataFrame, sweep: SweepDir) -> ReportPlan:
     """The report plan of a sweep's table ``df`` (:func:`sweeper.results.row.records_to_frame`, which marks
-    ``on_frontier``) and its ``sweep.json`` contents ``sweep``."""
-    sweep_id = str(sweep.get("sweep_id") or Path(sweep_dir).resolve().name)
-    project, entity = wandb_target(sweep)
+    ``on_frontier``), its sweep id and its ``sweep.json`` (W&B project and entity)."""
+    sweep_id = sweep.sweep_id
+    project, entity = wandb_target(sweep.info())
     axes = grid_of(df).axes(df.columns) if len(df) else []
     memory_key, memory_unit = next(((k, u) for k, u in MEMORY_COLUMNS if k in df.columns), MEMORY_COLUMNS[-1])
     points = _measured(df, axes)
@@ -192,7 +190,7 @@ def plan_from_frame(df: pd.DataFrame, sweep: Mapping[str, Any], sweep_dir: Path)
     )
 
 
-def plan_report(sweep_dir: Path) -> ReportPlan:
+def plan_report(sweep_dir: SweepDir | Path) -> ReportPlan:
     """The report plan of a sweep directory, from the records on disk (the report's code path:
     :func:`~sweeper.results.collect.collect_records`, :func:`~sweeper.results.row.records_to_frame`,
     :func:`~sweeper.report.grid.grid_of`).
@@ -200,9 +198,9 @@ def plan_report(sweep_dir: Path) -> ReportPlan:
     Raises:
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
-    sweep_dir = Path(sweep_dir)
-    df = records_to_frame(collect_records(sweep_dir))
-    return plan_from_frame(df, read_sweep(sweep_dir), sweep_dir)
+    sweep = SweepDir.of(sweep_dir)
+    df = records_to_frame(collect_records(sweep))
+    return plan_from_frame(df, sweep)
 
 
 def _gib(n_bytes: float) -> str:
@@ -238,9 +236,10 @@ def paragraph(plan: ReportPlan) -> list[tuple[str, bool]]:
     return [(one_line(t), c) for t, c in merged]
 
 
-def publish_commands(sweep_dir: Path) -> list[str]:
+def publish_commands(sweep_dir: SweepDir | Path) -> list[str]:
     """The two shell commands that publish once online: sync the offline runs, then save the report."""
-    return [sync_command(sweep_dir), f"python -m sweeper.wandb_report {shlex.quote(str(sweep_dir))} --publish"]
+    path = SweepDir.of(sweep_dir).path
+    return [sync_command(path), f"python -m sweeper.wandb_report {shlex.quote(str(path))} --publish"]
 
 
 # ---- wandb_workspaces (the optional "tracking" extra): imported inside the functions below ----
@@ -355,7 +354,7 @@ def _tagged(obj: Any) -> Any:
     return str(obj)
 
 
-def spec_document(plan: ReportPlan, report: wr.Report, sweep_dir: Path) -> dict[str, Any]:
+def spec_document(plan: ReportPlan, report: wr.Report, sweep_dir: SweepDir | Path) -> dict[str, Any]:
     """The content of ``wandb_report.json``.
 
     Keys: ``format`` (:data:`FORMAT`), ``sweep_id``, ``wandb`` (project, entity), ``publish`` (how to publish:

@@ -10,19 +10,14 @@ SLURM states: https://slurm.schedmd.com/sacct.html#SECTION_JOB-STATE-CODES
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
-from sweeper.results.atomic import write_json_atomic
-from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record, write_record
-from sweeper.results.sweepdir import SUBMITTED_FILE
+from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 from sweeper.units import MIB
-
-SLURM_DIR = "slurm"
 
 #: SLURM job states after which the job will not run again.
 FINAL_SLURM_STATES = frozenset(
@@ -38,21 +33,6 @@ FINAL_SLURM_STATES = frozenset(
         "TIMEOUT",
     }
 )
-
-
-def read_submitted(sweep_dir: Path) -> dict[str, dict[str, Any]]:
-    """``{point_id: {"job_id", "overrides", "spec", "submitted_at", "attempts": [job ids]}}``; ``{}`` if none."""
-    path = Path(sweep_dir) / SUBMITTED_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def add_submitted(sweep_dir: Path, entries: dict[str, dict[str, Any]]) -> None:
-    """Merge ``entries`` into ``submitted.json`` atomically; earlier job ids of a point are kept in ``attempts``."""
-    current = read_submitted(sweep_dir)
-    for pid, entry in entries.items():
-        attempts = [*current.get(pid, {}).get("attempts", []), entry["job_id"]]
-        current[pid] = {**entry, "attempts": attempts}
-    write_json_atomic(Path(sweep_dir) / SUBMITTED_FILE, current)
 
 
 def sacct(job_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -188,10 +168,10 @@ def node_failure(job_id: str, slack_s: float = 120.0, timeout_s: float = 30.0) -
     return found
 
 
-def _job_log(sweep_dir: Path, job_id: str) -> str:
+def _job_log(sweep: SweepDir, job_id: str) -> str:
     """The end of a job's submitit stdout + stderr (``<sweep_dir>/slurm/<job_id>/``)."""
     text = ""
-    folder = Path(sweep_dir) / SLURM_DIR / job_id
+    folder = sweep.slurm_job_dir(job_id)
     for f in sorted(folder.glob(f"{job_id}_*_log.*")):
         try:
             text += f.read_text(errors="replace")[-4000:]
@@ -269,20 +249,21 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
     )
 
 
-def reconcile(sweep_dir: Path, sweep_id: str) -> dict[str, str]:
-    """Write a record for every submitted point whose job SLURM has ended without one (a job writes its own
-    record before it returns, so a final job state with no record means the job was ended from outside).
+def reconcile(sweep: SweepDir) -> dict[str, str]:
+    """Write a record for every submitted point (``submitted.json``, :meth:`SweepDir.submitted`) whose job SLURM
+    has ended without one (a job writes its own record before it returns, so a final job state with no record means
+    the job was ended from outside).
 
     Returns:
         ``{point_id: status}`` for every submitted point (``pending`` for jobs still queued or running).
     """
-    submitted = read_submitted(sweep_dir)
+    submitted = sweep.submitted()
     statuses: dict[str, str] = {}
     open_points = {}
     for pid, entry in submitted.items():
-        path = point_dir(sweep_dir, pid) / RESULT_FILE
-        if path.exists() and read_record(path).status in FINAL_STATUSES:
-            statuses[pid] = read_record(path).status
+        status = sweep.final_status(pid)
+        if status is not None:
+            statuses[pid] = status
         else:
             open_points[pid] = entry
     jobs = sacct([e["job_id"] for e in open_points.values()]) if open_points else {}
@@ -291,13 +272,13 @@ def reconcile(sweep_dir: Path, sweep_id: str) -> dict[str, str]:
         if job is None or job["state"] not in FINAL_SLURM_STATES:
             statuses[pid] = "pending"
             continue
-        path = point_dir(sweep_dir, pid) / RESULT_FILE
-        if path.exists() and read_record(path).status in FINAL_STATUSES:
-            statuses[pid] = read_record(path).status  # the job wrote it meanwhile
+        status = sweep.final_status(pid)
+        if status is not None:
+            statuses[pid] = status  # the job wrote it meanwhile
             continue
         if job["state"] == "NODE_FAIL":  # name the node that failed
             job = {**job, **node_failure(entry["job_id"])}
-        record = record_from_scheduler(entry, job, _job_log(sweep_dir, entry["job_id"]), sweep_id, pid)
-        write_record(sweep_dir, record)
+        record = record_from_scheduler(entry, job, _job_log(sweep, entry["job_id"]), sweep.sweep_id, pid)
+        sweep.write_record(record)
         statuses[pid] = record.status
     return statuses

@@ -25,7 +25,8 @@ import submitit
 
 from sweeper.envinfo import slurm_job_id
 from sweeper.results.rankfile import RankFile, rank_file_path, read_rank_files
-from sweeper.results.record import FINAL_STATUSES, RESULT_FILE, Record, point_dir, read_record
+from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 
 RANK_FILES_WAIT_S = 120.0
 
@@ -51,9 +52,10 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         self._payload = payload
         job_env = submitit.JobEnvironment()
         rank = job_env.global_rank
-        sweep_dir = Path(payload["sweep_dir"])
-        pdir = point_dir(sweep_dir, payload["point_id"])
-        done = _final_status(pdir)
+        sweep = SweepDir(Path(payload["sweep_dir"]), payload["sweep_id"])
+        pid = payload["point_id"]
+        pdir = sweep.point(pid)
+        done = sweep.final_status(pid)
         if done:  # never run a finished point twice (a duplicate submission after a resume)
             return done
         restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
@@ -73,7 +75,7 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         code = run_rank(pdir)
         if rank != 0:
             return "rank-done"
-        done = _final_status(pdir)
+        done = sweep.final_status(pid)
         if done:  # the time-limit signal arrived and the timeout is already recorded
             return done
         prepared = Prepared.from_payload(payload)
@@ -126,10 +128,10 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         from sweeper.point.lifecycle import Prepared, write
 
         p = self._payload or {}
-        if _final_status(point_dir(Path(p["sweep_dir"]), p["point_id"])):
-            return
         prepared = Prepared.from_payload(p)
-        write(prepared.sweep_dir, Record(**prepared.base(environment()), status=status, reason=reason, failure=failure))
+        if prepared.sweep.final_status(prepared.point_id):
+            return
+        write(prepared.sweep, Record(**prepared.base(environment()), status=status, reason=reason, failure=failure))
 
 
 def rendezvous_address(node: str, timeout_s: float = 10.0) -> str:
@@ -163,14 +165,6 @@ def signal_cause(elapsed_s: float, time_limit_s: float, signal_delay_s: float, s
     if time_limit_s and elapsed_s >= time_limit_s - signal_delay_s - slack_s:
         return "timeout"
     return "preempted"
-
-
-def _final_status(pdir: Path) -> str | None:
-    path = pdir / RESULT_FILE
-    if path.exists():
-        status = read_record(path).status
-        return status if status in FINAL_STATUSES else None
-    return None
 
 
 def _wait_for_rank_files(pdir: Path, world_size: int) -> list[RankFile]:

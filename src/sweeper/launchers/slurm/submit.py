@@ -28,11 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweeper.grid.sections import ClusterConfig, from_mapping
 from sweeper.grid.spec import PointSpec, from_config, replay_command
-from sweeper.launchers.slurm.accounting import SLURM_DIR, add_submitted, read_submitted, reconcile, sacct
+from sweeper.launchers.slurm.accounting import reconcile, sacct
 from sweeper.point.gate import InvalidPoint
 from sweeper.point.identity import point_id
 from sweeper.point.lifecycle import begin, target_for
 from sweeper.results.record import Record
+from sweeper.results.sweepdir import SweepDir
 
 
 class PayloadNotPicklable(TypeError):
@@ -107,12 +108,9 @@ class SlurmLauncher(Launcher):
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
         from sweeper.grid.compose import compose_points
-        from sweeper.results.sweepdir import read_sweep
 
         assert self.config is not None
-        sweep_dir = Path(str(self.config.hydra.sweep.dir)).resolve()
-        info = read_sweep(sweep_dir)
-        sweep_id = info.get("sweep_id", sweep_dir.name)
+        sweep = SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
         cluster = OmegaConf.to_container(self.config.cluster, resolve=True)
         launcher = OmegaConf.to_container(self.config.launcher, resolve=True)
         if cluster.get("name") in (None, "local"):
@@ -120,7 +118,7 @@ class SlurmLauncher(Launcher):
                 "launcher=slurm needs cluster=<name> (cluster=dev is the development cluster)", ("cluster",)
             )
         rerun = frozenset(launcher["rerun_statuses"])
-        submitted = read_submitted(sweep_dir)
+        submitted = sweep.submitted()
         alive = frozenset(_alive_jobs(submitted))
         groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         returns: list[JobReturn] = []
@@ -136,7 +134,7 @@ class SlurmLauncher(Launcher):
             else:
                 seen.add(pid)
                 target = target_for(spec, "slurm", cluster)
-                outcome = begin(spec, ov, sweep_dir, sweep_id, target, rerun, pending_elsewhere=alive)
+                outcome = begin(spec, ov, sweep, target, rerun, pending_elsewhere=alive)
                 if isinstance(outcome, Record):
                     status = outcome.status
                     if status == "pending":
@@ -151,20 +149,20 @@ class SlurmLauncher(Launcher):
                 flush=True,
             )
             returns.append(_job_return(ov, status, initial_job_idx + idx))
-        jobs = self._submit(sweep_dir, groups, cluster)
+        jobs = self._submit(sweep, groups, cluster)
         waiting += [it["payload"]["point_id"] for items in groups.values() for it in items]
         if waiting and launcher.get("wait", True):
-            self._wait(sweep_dir, sweep_id, waiting, float(launcher.get("poll_interval_s") or 5))
+            self._wait(sweep, waiting, float(launcher.get("poll_interval_s") or 5))
         elif waiting:
             print(
                 f"{len(jobs)} point(s) submitted, {len(waiting)} pending; "
-                f"watch with `python -m sweeper.status {sweep_dir}`, "
-                f"collect with `python -m sweeper.report {sweep_dir}`",
+                f"watch with `python -m sweeper.status {sweep.path}`, "
+                f"collect with `python -m sweeper.report {sweep.path}`",
                 flush=True,
             )
         return returns
 
-    def _submit(self, sweep_dir: Path, groups: dict, cluster: dict[str, Any]) -> list[Any]:
+    def _submit(self, sweep: SweepDir, groups: dict, cluster: dict[str, Any]) -> list[Any]:
         import submitit
 
         jobs = []
@@ -174,12 +172,11 @@ class SlurmLauncher(Launcher):
             check_picklable(fn, "the job callable")
             for p in payloads:
                 check_picklable(p, f"the payload of point {p['point_id']} ({' '.join(p['overrides'])})")
-            executor = submitit.SlurmExecutor(folder=sweep_dir / SLURM_DIR / "%j", max_num_timeout=0)
+            executor = submitit.SlurmExecutor(folder=sweep.slurm_job_dir("%j"), max_num_timeout=0)
             executor.update_parameters(**items[0]["params"])
             t0 = time.perf_counter()
             group_jobs = executor.map_array(fn, payloads)
-            add_submitted(
-                sweep_dir,
+            sweep.add_submitted(
                 {
                     p["point_id"]: {
                         "job_id": j.job_id,
@@ -200,14 +197,14 @@ class SlurmLauncher(Launcher):
         return jobs
 
     @staticmethod
-    def _wait(sweep_dir: Path, sweep_id: str, point_ids: list[str], poll_s: float) -> None:
+    def _wait(sweep: SweepDir, point_ids: list[str], poll_s: float) -> None:
         """Block until every submitted point of this sweep has a final record; each pass asks sacct once and writes
         records for jobs the scheduler ended without one, so this never waits on a job that is gone."""
         from collections import Counter
 
         last = None
         while True:
-            statuses = reconcile(sweep_dir, sweep_id)
+            statuses = reconcile(sweep)
             mine = [statuses.get(pid, "pending") for pid in point_ids]
             counts = Counter(mine)
             line = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
