@@ -1,7 +1,7 @@
 """Failure attribution and the status decision: which rank's failure explains a point, from its rank files.
 
 Driver side, no torch. The cause is told apart from its consequences: a rank that died (a signal, no rank file) or
-left training early (``ok`` with fewer steps than it was to run, case T07) explains the other ranks' collective
+left training early (``ok`` with fewer steps than it was to run, docs/cases.md#t07) explains the other ranks' collective
 errors or their wait until the timeout, not the other way round; among the failures the ranks reported, an OOM or a
 label mismatch comes first and a collective error (usually a symptom of another rank dying) last. Each failure is
 classified by :func:`sweeper.failures.classify.classify`; the sentences come from :mod:`sweeper.failures.reasons`.
@@ -156,8 +156,8 @@ def decide_status(
     Returns:
         ``status``, ``reason``, ``error_kind`` and ``failure`` (keyword arguments for
         :class:`sweeper.results.record.Record`). The cause is told apart from its consequences: a rank that died
-        (signal, no rank file) or left training early (``ok`` with fewer steps than asked, case T07) explains the
-        other ranks' collective errors or their wait until the timeout, not the other way round.
+        (signal, no rank file) or left training early (``ok`` with fewer steps than asked, docs/cases.md#t07)
+        explains the other ranks' collective errors or their wait until the timeout, not the other way round.
     """
     from sweeper.envinfo import library_versions
 
@@ -239,7 +239,7 @@ def decide_status(
 def _early_exit(
     spec: PointShape, early: dict[int, int], root: Any, *, waited_s: float | None, log_tail: str
 ) -> dict[str, Any]:
-    """The outcome of a point where ``early`` ranks left training before the others (case T07): status
+    """The outcome of a point where ``early`` ranks left training before the others (docs/cases.md#t07): status
     ``error``, kind ``early-exit``; the others' failure (``root``: their collective error) kept as a consequence."""
     consequence = None
     failure: dict[str, Any] = {

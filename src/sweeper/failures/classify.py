@@ -20,11 +20,13 @@ from sweeper.failures.text import import_failure, rank_from_prefix, short_type, 
 
 #: The ``error_kind`` values of a ``status="error"`` failure.
 ERROR_KINDS: tuple[str, ...] = (
-    "checkpoint-recompute",  # torch.utils.checkpoint recomputed different tensors (case P01): sweep use_reentrant
-    "config",  # the configuration is wrong (case P03, TrainingArguments/Trainer rejected it): fix it, do not retry
-    "incompatible",  # a known-broken combination for the installed library versions (case P07): do not retry
+    # torch.utils.checkpoint recomputed different tensors (docs/cases.md#p01): sweep use_reentrant
+    "checkpoint-recompute",
+    # the configuration is wrong (docs/cases.md#p03, TrainingArguments/Trainer rejected it): fix it, do not retry
+    "config",
+    "incompatible",  # a known-broken combination for the installed library versions (docs/cases.md#p07): do not retry
     "collective",  # gloo/NCCL/c10d failure or timeout: often a symptom of another rank's failure
-    "early-exit",  # a rank left training normally before the others (case T07); their collectives then failed
+    "early-exit",  # a rank left training normally before the others (docs/cases.md#t07); their collectives then failed
     "import",  # a module is missing in the job's environment (also when wrapped in another exception)
     "crash",  # killed by a signal (SIGKILL, SIGSEGV, ...)
     "runtime",  # anything else
@@ -44,7 +46,7 @@ class Failure:
             (the :class:`OomInfo` dict, for OOMs), ``signal`` (crashes), ``versions`` and ``known_incompatible``
             (for ``incompatible``).
         rank: the rank named by a ``[rankN]:`` prefix of the message or traceback (torch.distributed's log
-            prefix, case T13); ``None`` when the text names none (the caller knows which rank file it read).
+            prefix, docs/cases.md#t13); ``None`` when the text names none (the caller knows which rank file it read).
     """
 
     status: str
@@ -115,7 +117,7 @@ def classify(
         ``MemoryError``, or a message :func:`parse_oom` recognises); otherwise ``status="error"`` with the first
         kind that applies, in this order: ``crash`` (signal as exc_type), ``import`` (an import error, also one
         wrapped in another exception or chained as its direct cause), ``incompatible`` (recomputed tensor of size
-        0 under ZeRO-3, case P07), ``checkpoint-recompute`` (P01), ``config`` (P03, setup-time
+        0 under ZeRO-3, docs/cases.md#p07), ``checkpoint-recompute`` (P01), ``config`` (P03, setup-time
         ValueError/TypeError from TrainingArguments/Trainer/accelerate/DeepSpeed), ``collective``, ``crash``
         (signal named in the message), ``runtime``. ``rank`` is read from a ``[rankN]:`` prefix when present.
 

@@ -137,7 +137,7 @@ KNOWN_INCOMPATIBLE: list[KnownIncompatible] = [
         affected="",
         source=(
             "torch.nn.parallel.DistributedDataParallel docs, gradient-checkpointing note (pytorch/pytorch#106985); "
-            "pytorch/pytorch#24005; huggingface/accelerate#2017; case T03"
+            "pytorch/pytorch#24005; huggingface/accelerate#2017; docs/cases.md#t03"
         ),
         workaround=(
             "use_reentrant=false (non-reentrant checkpointing works with DDP without limits), or drop "

@@ -108,7 +108,7 @@ _CONFIG_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 def config_reason(short: str, message: str, frame_list: list[tuple[str, str]], raw_phase: str) -> str | None:
-    """The reason when the failure is a rejected configuration (case P03), else ``None``: a known message, or a
+    """The reason when the failure is a rejected configuration (docs/cases.md#p03), else ``None``: a known message, or a
     ``ValueError``/``TypeError`` raised during setup from library code that validates configurations, quoting the
     message's informative lines (the one naming the key or the fix, not only the first)."""
     for pattern, reason in _CONFIG_MESSAGES:
@@ -179,7 +179,7 @@ def early_exit_reason(
     waited_s: float | None = None,
     world_size: int | None = None,
 ) -> str:
-    """A rank that left training normally before the others (case T07), and what that did to the others.
+    """A rank that left training normally before the others (docs/cases.md#t07), and what that did to the others.
 
     Args:
         early: rank -> optimizer steps it finished (fewer than ``total_steps``).

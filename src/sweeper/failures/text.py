@@ -21,7 +21,7 @@ def strip_rank_prefixes(text: str) -> str:
 
 
 def rank_from_prefix(message: str, traceback_text: str = "") -> int | None:
-    """The rank named by a ``[rankN]:`` line prefix (case T13: ``[rank3]: torch.OutOfMemoryError: ...`` -> 3).
+    """The rank named by a ``[rankN]:`` line prefix (docs/cases.md#t13: ``[rank3]: torch.OutOfMemoryError: ...`` -> 3).
 
     Rule, first that applies: the first prefixed line of ``message``; in ``traceback_text`` (a rank's log, where
     several ranks' lines can be interleaved), the rank of the prefixed line that carries the message's first line;

@@ -114,9 +114,9 @@ class SweeperConfig:
     fsdp: Fsdp = Fsdp.none
     # extra keys merged into TrainingArguments.fsdp_config (version, auto-wrap and checkpointing are set for you)
     fsdp_config: dict[str, Any] = field(default_factory=dict)
-    # gradient/activation checkpointing: HF's under DDP/DeepSpeed, FSDP-native under FSDP (case P02)
+    # gradient/activation checkpointing: HF's under DDP/DeepSpeed, FSDP-native under FSDP (docs/cases.md#p02)
     gc: bool = False
-    # torch.utils.checkpoint use_reentrant, always passed explicitly (case P01)
+    # torch.utils.checkpoint use_reentrant, always passed explicitly (docs/cases.md#p01)
     use_reentrant: bool = False
     precision: Precision = Precision.fp32
     model_dtype: Dtype = Dtype.float32
@@ -142,7 +142,7 @@ class SweeperConfig:
     timed_steps: int | str = 8
     memory_steps: int = 1
     profile_steps: int = 1  # the top-ops table and trace of one steady-state step (a budget, not identity)
-    # evaluation after training (off by default; on: eval_accumulation_steps bounds eval memory, case P05)
+    # evaluation after training (off by default; on: eval_accumulation_steps bounds eval memory, docs/cases.md#p05)
     eval: bool = False
     seed: int = 0
     # wall-clock limit of one point, seconds; a point past it is killed and recorded as timeout

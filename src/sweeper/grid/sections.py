@@ -33,7 +33,8 @@ class ClusterConfig:
     constraint: str | None = None
     # GPUs per node (sbatch --gpus-per-node); 0 = CPU ranks
     gpus_per_node: int = 0
-    # the partition's GPU model, e.g. "NVIDIA H100 80GB HBM3": bf16 support (case P04), memory lines in the report
+    # the partition's GPU model, e.g. "NVIDIA H100 80GB HBM3": bf16 support (docs/cases.md#p04), memory lines in the
+    # report
     gpu_name: str | None = None
     # memory per device as torch reports it (torch.cuda.get_device_properties().total_memory), GiB (2**30 bytes):
     # capacity planning's "fits", pruning and the report's memory line. On CPU ranks (gpus_per_node=0) a value here

@@ -68,9 +68,10 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
     (:func:`sweeper.point.passthrough.sweeper_training_args`, the one copy the gate also reads), then the passthrough.
 
     Checkpointing: under FSDP, FSDP-native activation checkpointing (``fsdp_config["activation_checkpointing"]``),
-    never together with the Trainer flag (case P02); otherwise the Trainer's ``activation_checkpointing`` with
-    ``use_reentrant`` passed explicitly (case P01). No evaluation unless ``spec.eval`` (then bounded by
-    ``eval_accumulation_steps``, case P05). Nothing is saved, logged to a tracker, or evaluated in the timed window.
+    never together with the Trainer flag (docs/cases.md#p02); otherwise the Trainer's ``activation_checkpointing``
+    with ``use_reentrant`` passed explicitly (docs/cases.md#p01). No evaluation unless ``spec.eval`` (then bounded by
+    ``eval_accumulation_steps``, docs/cases.md#p05). Nothing is saved, logged to a tracker, or evaluated in the timed
+    window.
 
     ``max_steps`` is ``spec.total_steps``: with ``timed_steps=auto`` the timed window counted at its cap
     (``timing.max_timed_steps``); :class:`sweeper.job.timing.StepTimer` stops training after the last profile step

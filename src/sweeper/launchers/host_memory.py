@@ -1,4 +1,4 @@
-"""A per-point host-memory limit for local runs: a point never takes the machine down (case T08).
+"""A per-point host-memory limit for local runs: a point never takes the machine down (docs/cases.md#t08).
 
 The ranks of a local point run as one process tree (``torchrun`` and its descendants, in their own session and
 process group). While they run, :class:`RssWatch` samples the tree's resident memory every :data:`POLL_S` seconds

@@ -13,7 +13,7 @@ ends, and the sweep's ETA.
   enters (never one per step), and the summary line when it ends.
 
 Overrides, reasons and every other text from a user or a library are printed literally: rich markup and highlighting
-are off everywhere here (case T07: a gloo message starting ``[/.../pair.cc:NNN]`` was read as a markup tag and
+are off everywhere here (docs/cases.md#t07: a gloo message starting ``[/.../pair.cc:NNN]`` was read as a markup tag and
 killed the sweep); only :class:`~rich.text.Text` objects are printed.
 """
 

@@ -1,7 +1,8 @@
 """A point's identity: what changes the run, normalised, hashed into a 12-hex point id.
 
 Two specs that would run the same training get the same id, so a grid never holds one configuration twice and
-timing noise never decides between two copies of it (turn-2 cases T09, T10). Normalisation, before hashing:
+timing noise never decides between two copies of it (docs/cases.md#t09, docs/cases.md#t10). Normalisation, before
+hashing:
 
 - **budgets are not identity**: ``timeout_s``, ``host_mem_limit_gib``, ``profile_steps`` and ``profile_trace``
   bound or decorate a run without changing what it measures (the profile window runs after the timed and memory

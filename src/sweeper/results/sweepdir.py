@@ -1,4 +1,4 @@
-"""The sweep directory: unique per sweep (case P09), described by ``sweep.json``, never reused by accident.
+"""The sweep directory: unique per sweep (docs/cases.md#p09), described by ``sweep.json``, never reused by accident.
 
 ``hydra.sweep.dir`` defaults to ``multirun/<date>_<time>_${sweeper_id:}``: the time is for people, the id (6 random
 hex digits, fixed for the process and its children) keeps two sweeps started in the same second apart. Pointing

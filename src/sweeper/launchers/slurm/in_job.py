@@ -1,8 +1,8 @@
 """The function a SLURM job runs for one point: every SLURM task is one rank (``srun``, started by submitit).
 
-It is a small top-level callable taking plain data (case P08: no loggers, trainers or locks are pickled; they are
-built inside the job). The torch.distributed rendezvous comes from the SLURM environment (master address = first
-node of the allocation, port derived from the job id; :class:`submitit.helpers.TorchDistributedEnvironment`), so
+It is a small top-level callable taking plain data (docs/cases.md#p08: no loggers, trainers or locks are pickled;
+they are built inside the job). The torch.distributed rendezvous comes from the SLURM environment (master address =
+first node of the allocation, port derived from the job id; :class:`submitit.helpers.TorchDistributedEnvironment`), so
 the same job runs on N nodes x G GPUs. Rank 0 merges the rank files into the point's record with
 :func:`sweeper.point.lifecycle.finish`, as the local driver does.
 

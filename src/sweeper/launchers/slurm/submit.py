@@ -3,7 +3,7 @@
 Why our own launcher on submitit's API rather than hydra-submitit-launcher: that plugin pickles Hydra's task
 function with its config for each job and blocks until every job ends (its maintainers declined non-blocking
 submission). Here each point is validated and refused before submission like a local point, what is submitted is
-a small callable with plain data (case P08, pickle-checked first), the sweep can return right after ``sbatch``
+a small callable with plain data (docs/cases.md#p08, pickle-checked first), the sweep can return right after ``sbatch``
 (``launcher.wait=false``) and be collected later, and resuming a sweep directory skips points that are final or
 still queued.
 
@@ -37,7 +37,7 @@ from sweeper.results.sweepdir import SweepDir
 
 
 class PayloadNotPicklable(TypeError):
-    """What would be sent to SLURM does not pickle (case P08); the message names the object."""
+    """What would be sent to SLURM does not pickle (docs/cases.md#p08); the message names the object."""
 
 
 def check_picklable(obj: Any, what: str) -> None:

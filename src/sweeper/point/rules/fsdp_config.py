@@ -1,7 +1,7 @@
 """Rules on ``fsdp_config``: given without FSDP, entries that contradict the label, unknown keys.
 
 The strategy is the label: ``fsdp=full_shard`` / ``shard_grad_op`` run FSDP2, where ``reshard_after_forward`` is
-exactly what separates them (True: full_shard, False: shard_grad_op; case T01, pytorch/pytorch#149029);
+exactly what separates them (True: full_shard, False: shard_grad_op; docs/cases.md#t01, pytorch/pytorch#149029);
 ``hybrid_shard`` runs FSDP1. An entry that restates the label passes and is dropped from the identity; one that
 contradicts it is refused, so a label never differs from what ran.
 """
@@ -79,7 +79,7 @@ def _strategy_fix(spec: PointSpec, name: str, value: Any) -> str:
     ("fsdp", "fsdp_config.reshard_after_forward", "fsdp_config.sharding_strategy", "fsdp_config.version", "..."),
     "fsdp_config entries that decide the strategy (reshard_after_forward, sharding_strategy, version, xla) "
     "must agree with fsdp",
-    "case T01; pytorch/pytorch#149029; transformers TrainingArguments._process_fsdp_args",
+    "docs/cases.md#t01; pytorch/pytorch#149029; transformers TrainingArguments._process_fsdp_args",
 )
 def _fsdp_strategy(spec: PointSpec, _: Target):
     if spec.fsdp == "none":
@@ -99,7 +99,7 @@ def _fsdp_strategy(spec: PointSpec, _: Target):
     "P07",
     ("gc", "model", "fsdp_config.activation_checkpointing", "fsdp_config.transformer_layer_cls_to_wrap"),
     "fsdp_config may not change what gc (activation_checkpointing) or the model (transformer_layer_cls_to_wrap) sets",
-    "sweeper.job.trainer_setup (fsdp_config from gc and the model's decoder_layer); case P02",
+    "sweeper.job.trainer_setup (fsdp_config from gc and the model's decoder_layer); docs/cases.md#p02",
 )
 def _fsdp_owned(spec: PointSpec, _: Target):
     if spec.fsdp == "none":

@@ -12,7 +12,7 @@ from sweeper.grid.target import Target
 from sweeper.point.gate import rule
 from sweeper.point.passthrough import fsdp_key, truth
 
-# GPUs without bf16 (compute capability < 8.0), by name fragment (case P04).
+# GPUs without bf16 (compute capability < 8.0), by name fragment (docs/cases.md#p04).
 NO_BF16_GPUS = ("V100", "T4", "P100", "P40", "K80", "TITAN V", "RTX 20")
 
 
@@ -54,7 +54,7 @@ def _hybrid_cpu(spec: PointSpec, target: Target):
     "H03",
     ("precision", "cluster.gpu_name"),
     "bf16 needs compute capability 8.0 (Ampere) or newer",
-    "case P04",
+    "docs/cases.md#p04",
     status="unsupported",
 )
 def _bf16_old_gpu(spec: PointSpec, target: Target):

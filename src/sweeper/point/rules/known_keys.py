@@ -45,7 +45,7 @@ OWNED_TRAINING_ARGS: dict[str, tuple[str, ...]] = {
 #: change what sweeper logs and measures): sweeper owns them. Fields starting with one of
 #: :data:`TIMED_WINDOW_PREFIXES` count too (``logging_dir`` of older transformers, ``hub_model_id``, ...).
 #: Source: ``docs/measurement.md`` (nothing runs in the timed window; trackers run on the driver from the records),
-#: case T06; field names from the transformers 5 ``TrainingArguments`` docs.
+#: docs/cases.md#t06; field names from the transformers 5 ``TrainingArguments`` docs.
 TIMED_WINDOW_TRAINING_ARGS: frozenset[str] = frozenset(
     {
         "report_to",

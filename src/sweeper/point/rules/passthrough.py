@@ -66,7 +66,8 @@ def _timed_window(field: str) -> bool:
     "P02",
     ("training_args.report_to", "training_args.save_*", "training_args.logging_*", "training_args.hub_*", "..."),
     "sweeper owns tracking, saving, logging and evaluation strategy: nothing may run in the timed window",
-    "docs/measurement.md (nothing runs in the timed window; trackers run on the driver from the records); case T06",
+    "docs/measurement.md (nothing runs in the timed window; trackers run on the driver from the records); "
+    "docs/cases.md#t06",
 )
 def _timed_window_training_args(spec: PointSpec, _: Target):
     bad = _changed(spec, sorted(f for f in spec.training_args if _timed_window(f) and f not in OWNED_TRAINING_ARGS))
@@ -91,7 +92,7 @@ def _unchecked(spec: PointSpec) -> list[str]:
     "P03",
     ("training_args.<field>",),
     "every training_args field is a field of the installed TrainingArguments",
-    "the installed transformers (python -m sweeper.job.ta_fields, cached per version); case T04",
+    "the installed transformers (python -m sweeper.job.ta_fields, cached per version); docs/cases.md#t04",
 )
 def _unknown_training_args(spec: PointSpec, _: Target):
     fields = _unchecked(spec)

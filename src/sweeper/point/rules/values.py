@@ -129,7 +129,7 @@ def _seq_len(spec: PointSpec, _: Target):
     "G06",
     ("precision", "model_dtype"),
     "fp16 autocast needs fp32 master weights (model_dtype=float32)",
-    "case P03 ('Attempting to unscale FP16 gradients')",
+    "docs/cases.md#p03 ('Attempting to unscale FP16 gradients')",
 )
 def _fp16_weights(spec: PointSpec, _: Target):
     if spec.precision == "fp16" and spec.model_dtype == "float16":
@@ -145,13 +145,14 @@ def _fp16_weights(spec: PointSpec, _: Target):
     "G07",
     ("fsdp", "gc", "use_reentrant"),
     "under FSDP, gc is FSDP-native checkpointing, always non-reentrant",
-    "case P02; accelerate FSDP2 activation checkpointing",
+    "docs/cases.md#p02; accelerate FSDP2 activation checkpointing",
 )
 def _fsdp_reentrant(spec: PointSpec, _: Target):
     if spec.fsdp != "none" and spec.gc and spec.use_reentrant:
         return (
             f"fsdp={spec.fsdp} with gc=true and use_reentrant=true: under FSDP, gc means FSDP-native activation "
-            "checkpointing (case P02), which accelerate always runs non-reentrant; use use_reentrant=false, or "
+            "checkpointing (docs/cases.md#p02), which accelerate always runs non-reentrant; use use_reentrant=false, "
+            "or "
             "fsdp=none to sweep use_reentrant",
             ("fsdp", "gc", "use_reentrant"),
         )
@@ -193,7 +194,7 @@ _DTYPE_FIX = {
     "G09",
     ("model_dtype", "precision"),
     "model_dtype x precision is one of: float32 x fp32|bf16|fp16, bfloat16 x bf16 (pure bf16)",
-    "case T02 (transformers#24819); precision = compute dtype, model_dtype = storage dtype of the weights",
+    "docs/cases.md#t02 (transformers#24819); precision = compute dtype, model_dtype = storage dtype of the weights",
 )
 def _dtype_pair(spec: PointSpec, _: Target):
     pair = (spec.model_dtype, spec.precision)
