@@ -16,7 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweeper.report import build_report
-from sweeper.report.plots import plot_data, plot_html, png_figure
+from sweeper.report.plot_data import plot_data
+from sweeper.report.plot_html import plot_html
+from sweeper.report.plot_png import png_figure
 from sweeper.report.predicted import error_stats, summary_lines
 from sweeper.report.tables import failures_table, pruned_table, results_table
 from sweeper.results.record import Record

@@ -14,8 +14,8 @@ from sweeper.report import build_report, main
 from sweeper.report.fmt import mem_unit as _mem_unit
 from sweeper.report.grid import grid_values as _grid_values
 from sweeper.report.notes import method_notes as _method_notes
-from sweeper.report.plots import plot_data as _plot_data
-from sweeper.report.plots import png_figure as _png_figure
+from sweeper.report.plot_data import plot_data as _plot_data
+from sweeper.report.plot_png import png_figure as _png_figure
 from sweeper.report.tables import results_table
 from sweeper.results.record import Record
 from sweeper.results.row import COLUMNS, FAMILY, records_to_frame

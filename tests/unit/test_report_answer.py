@@ -6,7 +6,9 @@ from pathlib import Path
 
 from sweeper.report import build_report
 from sweeper.report.headline import answer
-from sweeper.report.plots import plot_data, plot_html, png_figure
+from sweeper.report.plot_data import plot_data
+from sweeper.report.plot_html import plot_html
+from sweeper.report.plot_png import png_figure
 from sweeper.results.row import records_to_frame
 from sweeper.results.sweepdir import SweepDir
 from tests.unit.test_report import ERROR, GIB, OOM, good_points, ok_point, read_md

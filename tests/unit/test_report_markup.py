@@ -11,7 +11,8 @@ from markdown_it import MarkdownIt
 
 from sweeper.report import build_report
 from sweeper.report.md import code, escape, fence
-from sweeper.report.plots import plot_data, png_figure
+from sweeper.report.plot_data import plot_data
+from sweeper.report.plot_png import png_figure
 from sweeper.results.record import Record
 from sweeper.results.row import records_to_frame
 from sweeper.results.sweepdir import SweepDir

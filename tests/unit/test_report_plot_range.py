@@ -13,7 +13,9 @@ import re
 
 import pytest
 
-from sweeper.report.plots import PREDICTED_STRETCH, Y_HEADROOM, plot_data, plot_html, png_figure
+from sweeper.report.plot_data import PREDICTED_STRETCH, Y_HEADROOM, plot_data
+from sweeper.report.plot_html import plot_html
+from sweeper.report.plot_png import png_figure
 from sweeper.results.record import Record
 from sweeper.results.row import records_to_frame
 

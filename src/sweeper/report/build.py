@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 from sweeper.report.document import PLOT_MIN_POINTS, PNG_MIN_OK, build_document
 from sweeper.report.fmt import mem_unit
 from sweeper.report.grid import grid_of
-from sweeper.report.plots import plot_data, plot_html, plot_png
+from sweeper.report.plot_data import plot_data
+from sweeper.report.plot_html import plot_html
+from sweeper.report.plot_png import plot_png
 from sweeper.report.render import render_html, render_markdown
 from sweeper.results.atomic import write_atomic, write_text_atomic
 from sweeper.results.collect import collect_records

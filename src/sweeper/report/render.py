@@ -3,7 +3,7 @@ Markdown by markdown-it-py (CommonMark with GFM tables; raw HTML disabled, no li
 ``<script>`` in a failure reason is text in report.html exactly as it is text in report.md.
 
 The only HTML written here, rather than made from Markdown, is the page frame (head, style), the ``<details>``
-wrapper of folded blocks (its summary HTML-escaped) and the plot ``<div>`` that :mod:`sweeper.report.plots` makes.
+wrapper of folded blocks (its summary HTML-escaped) and the plot ``<div>`` that :mod:`sweeper.report.plot_html` makes.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _block_html(block: Block, plot_div: str) -> str:
 
 def render_html(doc: Document, plot_div: str) -> str:
     """The report as a self-contained HTML page (report.html): every block made from its Markdown, the plot
-    ``plot_div`` (trusted HTML from :func:`sweeper.report.plots.plot_html`; unused, may be empty, when the
+    ``plot_div`` (trusted HTML from :func:`sweeper.report.plot_html.plot_html`; unused, may be empty, when the
     :class:`Plot` block is not ``interactive``) where the :class:`Plot` block is,
     :class:`Fold` blocks in ``<details>``."""
     out = [markdown_to_html(f"# {md.escape(doc.title)}")]

@@ -1,4 +1,4 @@
-"""The throughput vs peak-memory plot: an interactive plotly ``<div>`` for report.html and a matplotlib PNG.
+"""The data of the throughput vs peak-memory plot (:class:`PlotData`): what both drawings show, and where.
 
 Memory on the x axis is in the report's unit (GiB = 2**30 bytes or MiB = 2**20 bytes, see
 :func:`sweeper.report.fmt.mem_unit`), throughput on the y axis in tokens/s per device. Failed points are drawn in
@@ -14,11 +14,8 @@ The axes are the measured points' (:func:`axis_limits`): a prediction may widen 
 :data:`PREDICTED_STRETCH` times, so that a model far off (on CPU the default ``plan.efficiency`` can predict several
 times the measured tokens/s) never squashes the measured points, the answer, into a corner. Predicted markers that
 still fall outside are hidden in report.html until the "predicted" legend entry is clicked, clipped in
-frontier.png, and both plots say how many there are (:attr:`PlotData.predicted_note`).
-
-Outside text never becomes markup here either: plotly hover text and annotations are HTML-escaped (plotly reads
-a subset of HTML in them), matplotlib texts are drawn with ``parse_math=False`` (no mathtext from ``$...$``).
-matplotlib and plotly are imported only inside the functions that draw.
+frontier.png, and both plots say how many there are (:attr:`PlotData.predicted_note`). The drawings:
+:mod:`sweeper.report.plot_html` (plotly, report.html) and :mod:`sweeper.report.plot_png` (matplotlib, frontier.png).
 """
 
 from __future__ import annotations
@@ -26,8 +23,6 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -298,7 +293,7 @@ def plot_data(
     )
 
 
-def _segments(pred: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
+def predicted_segments(pred: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
     """x and y of the dotted lines joining each prediction to its measurement, None between segments (plotly)."""
     xs: list[float | None] = []
     ys: list[float | None] = []
@@ -308,241 +303,7 @@ def _segments(pred: pd.DataFrame) -> tuple[list[float | None], list[float | None
     return xs, ys
 
 
-_FAILED_TITLE = "not measured: OOM at device capacity, pruned at predicted bytes; others at the right edge"
-_YLABEL = "throughput (tokens/s per device)"
-_OK_TITLE = "ok points (★ = Pareto frontier; bars: tokens/s per device over the {interval})"
-
-
-def plot_html(data: PlotData) -> str:
-    """The interactive plot as an HTML ``<div>`` with plotly.js inlined (no CDN). The strip of points that were
-    not measured is drawn only when there are such points. The axes are fixed to :attr:`PlotData.x_max` and
-    :attr:`PlotData.y_max` (memory unit, tokens/s per device); when predicted markers fall outside them the
-    predictions start hidden (``visible="legendonly"``: the "predicted" legend entry shows them) and the title of
-    the plot says how many (double-click on the plot fits every shown marker)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    strip = bool(len(data.failed))
-    note = data.predicted_note
-    ok_title = _OK_TITLE.format(interval=data.interval)
-    if note:
-        hint = "click “predicted” in the legend to show them, double-click the plot to fit them"
-        ok_title += f"<br><span style='font-size:11px;color:gray'>{html.escape(f'{note}: {hint}')}</span>"
-    fig = make_subplots(
-        rows=2 if strip else 1,
-        cols=1,
-        shared_xaxes=True,
-        row_heights=[0.78, 0.22] if strip else None,
-        vertical_spacing=0.06,
-        subplot_titles=(ok_title, _FAILED_TITLE) if strip else (ok_title,),
-    )
-    ok, front = data.ok, data.ok[data.ok["on_frontier"]]
-    if len(ok):
-        fig.add_trace(
-            go.Scatter(
-                x=ok["x"],
-                y=ok["y"],
-                mode="markers",
-                name="ok",
-                text=ok["hover"],
-                hoverinfo="text",
-                marker={"size": 9, "color": "#1f77b4"},
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": (ok["y_high"] - ok["y"]).tolist(),
-                    "arrayminus": (ok["y"] - ok["y_low"]).tolist(),
-                    "thickness": 1,
-                    "width": 3,
-                    "color": "#1f77b4",
-                },
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=front["x"],
-                y=front["y"],
-                mode="lines+markers",
-                line_shape="hv",
-                name="Pareto frontier",
-                text=front["hover"],
-                hoverinfo="text",
-                marker={"size": 14, "symbol": "star", "color": "#d62728"},
-            ),
-            row=1,
-            col=1,
-        )
-    pred = data.predicted
-    if len(pred):
-        xs, ys = _segments(pred)
-        shown: bool | str = "legendonly" if note else True  # one legend click shows both traces of the group
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                name="prediction to measurement",
-                legendgroup="predicted",
-                visible=shown,
-                hoverinfo="skip",
-                line={"dash": "dot", "color": "gray", "width": 1},
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=pred["px"],
-                y=pred["py"],
-                mode="markers",
-                name="predicted",
-                legendgroup="predicted",
-                visible=shown,
-                text=pred["hover"],
-                hoverinfo="text",
-                marker={"size": 9, "symbol": "circle-open", "color": "#1f77b4", "line": {"width": 1.5}},
-            ),
-            row=1,
-            col=1,
-        )
-    for status, grp in data.failed.groupby("status", sort=True):
-        fig.add_trace(
-            go.Scatter(
-                x=grp["x"],
-                y=grp["status"],
-                mode="markers",
-                name=str(status),
-                text=grp["hover"],
-                hoverinfo="text",
-                marker={"size": 11, "symbol": "x"},
-            ),
-            row=2,
-            col=1,
-        )
-    for name, cap in data.devices:
-        fig.add_vline(x=cap, line_dash="dash", line_color="gray", annotation_text=html.escape(name), row="all", col=1)
-    if not len(ok):
-        fig.add_annotation(
-            text="no ok points" if strip else "no points",
-            showarrow=False,
-            xref="x domain",
-            yref="y domain",
-            x=0.5,
-            y=0.5,
-            row=1,
-            col=1,
-        )
-    fig.update_xaxes(title_text=data.xlabel, row=2 if strip else 1, col=1)
-    fig.update_xaxes(range=[0, data.x_max])  # every row: the strip shares the x axis
-    if len(ok):
-        fig.update_yaxes(title_text=_YLABEL, row=1, col=1, range=[0, data.y_max])
-    else:
-        fig.update_yaxes(title_text=_YLABEL, row=1, col=1, rangemode="tozero")
-    if strip:
-        fig.update_yaxes(title_text="status", row=2, col=1)
-    fig.update_layout(height=650 if strip else 520, hovermode="closest", template="plotly_white")
-    return fig.to_html(full_html=False, include_plotlyjs=True)
-
-
-def png_figure(data: PlotData) -> Any:
-    """The static plot as a matplotlib ``Figure`` (Agg, no global backend change): ok points with the frontier
-    and, only when some point was not measured, a strip below with those points. Point labels point away from
-    the nearer side edge so that they stay inside the axes. The axes end at :attr:`PlotData.x_max` and
-    :attr:`PlotData.y_max`; predicted markers beyond them are clipped and counted in a line under the plot."""
-    from matplotlib.figure import Figure
-
-    strip = bool(len(data.failed))
-    fig = Figure(figsize=(9, 6.5) if strip else (9, 5.5), layout="constrained")
-    if strip:
-        top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[4, 1])
-    else:
-        top, bottom = fig.subplots(1, 1), None
-    right = data.x_max
-    ok, front = data.ok, data.ok[data.ok["on_frontier"]]
-    top.scatter(ok["x"], ok["y"], color="#1f77b4", label="ok", zorder=3)
-    if len(ok):
-        spread = [(ok["y"] - ok["y_low"]).to_numpy(), (ok["y_high"] - ok["y"]).to_numpy()]
-        top.errorbar(
-            ok["x"],
-            ok["y"],
-            yerr=spread,
-            fmt="none",
-            ecolor="#1f77b4",
-            elinewidth=1,
-            capsize=3,
-            zorder=2,
-            label=data.interval,
-        )
-    if len(front):
-        top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")
-        top.scatter(front["x"], front["y"], marker="*", s=180, color="#d62728", zorder=4)
-    pred = data.predicted
-    if len(pred):
-        for x, y, px, py in zip(pred["x"], pred["y"], pred["px"], pred["py"], strict=True):
-            top.plot([px, x], [py, y], ls=":", color="gray", lw=1, zorder=2)
-        top.scatter(
-            pred["px"], pred["py"], facecolors="none", edgecolors="#1f77b4", linewidths=1.2, label="predicted", zorder=3
-        )
-    ymax = data.y_max
-    if len(ok) <= 20:
-        for _, r in ok.iterrows():
-            _label(top, r["label"], r["x"], r["y"], right, 7, below=r["y"] > 0.9 * ymax)
-    if not len(ok):
-        top.text(0.5, 0.5, "no ok points" if strip else "no points", ha="center", va="center", transform=top.transAxes)
-    if bottom is not None:
-        statuses = sorted(data.failed["status"].unique())
-        for i, status in enumerate(statuses):
-            grp = data.failed[data.failed["status"] == status]
-            bottom.scatter(grp["x"], [i] * len(grp), marker="x", s=60, label=status)
-            if len(data.failed) <= 12:
-                for _, r in grp.iterrows():
-                    _label(bottom, r["label"], r["x"], i, right, 6)
-        bottom.set_yticks(range(len(statuses)), statuses)
-        bottom.set_ylim(-0.7, max(len(statuses), 1) - 0.3)
-        bottom.set_title(_FAILED_TITLE, fontsize=8)
-    for name, cap in data.devices:
-        for ax in (top, bottom):
-            if ax is not None:
-                ax.axvline(cap, ls="--", color="gray", lw=1)
-        top.text(
-            cap,
-            0.98,
-            f" {name}",
-            transform=top.get_xaxis_transform(),
-            fontsize=7,
-            va="top",
-            color="gray",
-            parse_math=False,
-        )
-    top.set_ylabel(_YLABEL)
-    (bottom if bottom is not None else top).set_xlabel(data.xlabel)
-    top.set_xlim(left=0, right=right)
-    top.set_ylim(0, ymax)
-    top.set_title("Throughput vs peak memory")
-    if len(ok):
-        top.legend(loc="best", fontsize=8)
-    if data.predicted_note:
-        fig.supxlabel(data.predicted_note + "; see Predicted vs measured", fontsize=8, color="gray", parse_math=False)
-    return fig
-
-
-def _label(ax: Any, label: str, x: float, y: float, right: float, size: int, below: bool = False) -> None:
-    """Label a point, to its right in the left half of the x range, else to its left; above it unless ``below``."""
-    left_side = x > right / 2
-    ax.annotate(
-        label,
-        (x, y),
-        fontsize=size,
-        xytext=(-8 if left_side else 8, -7 if below else 5),
-        textcoords="offset points",
-        ha="right" if left_side else "left",
-        va="top" if below else "bottom",
-        parse_math=False,
-    )
-
-
-def plot_png(data: PlotData, path: Path) -> None:
-    """The plot as a static PNG (see :func:`png_figure`)."""
-    png_figure(data).savefig(path, format="png", dpi=120)
+#: Titles and labels both drawings use.
+FAILED_TITLE = "not measured: OOM at device capacity, pruned at predicted bytes; others at the right edge"
+Y_LABEL = "throughput (tokens/s per device)"
+OK_TITLE = "ok points (★ = Pareto frontier; bars: tokens/s per device over the {interval})"
