@@ -21,8 +21,9 @@ from sweeper.report import build_report
 from sweeper.report.headline import answer
 from sweeper.report.notes import contention_notes, contention_sentence, method_notes
 from sweeper.report.tables import results_details_table
+from sweeper.results.columns import BY_NAME, COLUMNS
 from sweeper.results.metrics import contention_warn_frac, metrics_from_ranks, runqueue_wait_frac
-from sweeper.results.row import BY_NAME, COLUMNS, records_to_frame
+from sweeper.results.row import records_to_frame
 from sweeper.results.stats import StopRule
 from sweeper.results.sweepdir import SweepDir
 from tests.unit.specs import make_spec

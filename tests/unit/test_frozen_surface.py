@@ -1,7 +1,7 @@
 """The user-facing surface is frozen together with ``SCHEMA_VERSION`` (as torchtitan's test_no_new_cli_options.py
 freezes its CLI): every ``SweeperConfig`` key (type and default) and every result column (dtype and unit).
 
-A renamed, removed or retyped key or column fails until ``SCHEMA_VERSION`` (``sweeper/results/row.py``) is bumped
+A renamed, removed or retyped key or column fails until ``SCHEMA_VERSION`` (``sweeper/results/columns.py``) is bumped
 *and* the golden file is rewritten; an added one fails until the golden file is rewritten (no bump). Rewrite it with
 ``SWEEPER_UPDATE_SURFACE=1 pytest tests/unit/test_frozen_surface.py`` and commit it with the change.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.grid.schema import SweeperConfig
-from sweeper.results.row import COLUMNS, SCHEMA_VERSION
+from sweeper.results.columns import COLUMNS, SCHEMA_VERSION
 
 GOLDEN = Path(__file__).parent / "golden" / "surface.json"
 
@@ -65,7 +65,7 @@ def test_config_keys_and_result_columns_are_frozen_with_the_schema_version():
     if breaking and now["schema_version"] <= golden["schema_version"]:
         raise AssertionError(
             f"renamed, removed or retyped without a SCHEMA_VERSION bump: {breaking} "
-            "(bump sweeper.results.row.SCHEMA_VERSION, then rewrite the golden file: see this module's doc)"
+            "(bump sweeper.results.columns.SCHEMA_VERSION, then rewrite the golden file: see this module's doc)"
         )
     assert now == golden, (
         "the config keys or result columns changed: rewrite tests/unit/golden/surface.json with "

@@ -21,8 +21,9 @@ from sweeper.report.plot_html import plot_html
 from sweeper.report.plot_png import png_figure
 from sweeper.report.predicted import error_stats, summary_lines
 from sweeper.report.tables import failures_table, pruned_table, results_table
+from sweeper.results.columns import BY_NAME, relative_error
 from sweeper.results.record import Record
-from sweeper.results.row import BY_NAME, records_to_frame, relative_error, row_from_record
+from sweeper.results.row import records_to_frame, row_from_record
 from sweeper.results.sweepdir import SweepDir
 
 MIB = 2**20

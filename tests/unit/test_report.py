@@ -17,8 +17,9 @@ from sweeper.report.notes import method_notes as _method_notes
 from sweeper.report.plot_data import plot_data as _plot_data
 from sweeper.report.plot_png import png_figure as _png_figure
 from sweeper.report.tables import results_table
+from sweeper.results.columns import COLUMNS, FAMILY
 from sweeper.results.record import Record
-from sweeper.results.row import COLUMNS, FAMILY, records_to_frame
+from sweeper.results.row import records_to_frame
 from sweeper.results.sweepdir import SweepDir
 
 #: The fixed columns of the row, in schema order (dotted passthrough columns expand between them).

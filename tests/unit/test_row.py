@@ -15,15 +15,9 @@ from sweeper.grid.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import record_from_scheduler
 from sweeper.report import build_report
 from sweeper.results.collect import collect_records
+from sweeper.results.columns import COLUMNS, FAMILY, SCHEMA_VERSION, fp32_master_weights
 from sweeper.results.record import Record
-from sweeper.results.row import (
-    COLUMNS,
-    FAMILY,
-    SCHEMA_VERSION,
-    fp32_master_weights,
-    records_to_frame,
-    row_from_record,
-)
+from sweeper.results.row import records_to_frame, row_from_record
 from sweeper.results.sweepdir import SweepDir
 from tests.unit.test_compose import loader_and_master  # noqa: F401 - fixture
 
