@@ -6,8 +6,9 @@ import pytest
 import yaml
 
 from sweeper.capacity.arch import Arch
-from sweeper.capacity.memory import PHASE_GRADS, estimate_memory, layout, model_states
+from sweeper.capacity.memory import PHASE_GRADS, estimate_memory
 from sweeper.capacity.predict import max_batch_size, predict
+from sweeper.capacity.states import layout, model_states
 from sweeper.capacity.timing import comm_bytes_per_step, estimate_time
 from sweeper.grid.target import Target
 from sweeper.paths import conf_dir

@@ -22,7 +22,8 @@ from accelerate.utils import calculate_maximum_sizes
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from sweeper.capacity.arch import Arch
-from sweeper.capacity.memory import PHASE_LOSS, ModelStates, estimate_memory, layout, model_states
+from sweeper.capacity.memory import PHASE_LOSS, estimate_memory
+from sweeper.capacity.states import ModelStates, layout, model_states
 from sweeper.grid.spec import PointSpec
 from sweeper.paths import conf_dir
 from tests.unit.specs import make_spec

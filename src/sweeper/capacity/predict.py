@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sweeper.capacity.arch import Arch, UnknownArchitecture
-from sweeper.capacity.memory import estimate_memory, layout
+from sweeper.capacity.memory import estimate_memory
+from sweeper.capacity.states import layout
 from sweeper.capacity.timing import estimate_time
 from sweeper.grid.schema import PlanConfig
 from sweeper.grid.spec import PointSpec

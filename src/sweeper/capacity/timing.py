@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweeper.capacity.arch import Arch
-from sweeper.capacity.memory import Layout
+from sweeper.capacity.states import Layout
 
 
 @dataclass(frozen=True)
