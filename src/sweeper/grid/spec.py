@@ -167,7 +167,14 @@ def model_max_seq_len(spec: PointSpec) -> int | None:
 
 def replay_command(overrides: list[str]) -> str:
     """A shell command that runs this point alone again: ``python -m sweeper <overrides>``."""
-    return " ".join(["python -m sweeper", *(shlex.quote(_cli_value(o)) for o in overrides)])
+    return shell_command([_cli_value(o) for o in overrides])
+
+
+def shell_command(argv: list[str], program: str = "python -m sweeper") -> str:
+    """A command line, each argument shell-quoted (``shlex.quote``): pasted into a shell it runs the same arguments,
+    never a ``$(...)`` or a brace expansion inside one (``sweep.json``'s ``command``, the replay commands, the
+    planner's). Secrets are references already (:func:`sweeper.redact.redact_command_line` rewrote ``sys.argv``)."""
+    return " ".join([program, *(shlex.quote(a) for a in argv)])
 
 
 def _cli_value(override: str) -> str:

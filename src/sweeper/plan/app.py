@@ -9,7 +9,6 @@ launched and nothing here imports torch.
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sweeper.grid.schema import ClusterConfig
+from sweeper.grid.spec import shell_command
 from sweeper.redact import task_overrides
 
 #: File names in the output directory.
@@ -113,7 +113,7 @@ def make_plan(configs: Sequence[DictConfig], out_dir: Path) -> pd.DataFrame:
     df.to_csv(out_dir / CSV, index=False)
     header = header_lines(points, df)
     title = _title(df)
-    command = " ".join(["python -m sweeper.plan", *(shlex.quote(a) for a in sys.argv[1:])])
+    command = shell_command(sys.argv[1:], "python -m sweeper.plan")
     (out_dir / MARKDOWN).write_text(markdown(title, command, header, df, files), encoding="utf-8")
     plot_png(df, _devices(points), out_dir / PNG)
     print_plan(title, header, df, files)

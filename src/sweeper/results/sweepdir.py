@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from sweeper.grid.spec import shell_command
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.record import FINAL_STATUSES, Record, RecordNotWritten, read_record
 
@@ -345,13 +345,6 @@ def _json_object(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a JSON object")
     return data
-
-
-def shell_command(argv: list[str], program: str = "python -m sweeper") -> str:
-    """The command line that ran, each argument shell-quoted (``shlex.quote``): pasted into a shell it runs the
-    same arguments, never a ``$(...)`` or a brace expansion inside one. Secrets are references already
-    (:func:`sweeper.redact.redact_command_line` rewrote ``sys.argv``)."""
-    return " ".join([program, *(shlex.quote(a) for a in argv)])
 
 
 def register_resolver() -> None:
