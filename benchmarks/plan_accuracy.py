@@ -47,7 +47,7 @@ def main() -> int:
 
     from sweeper.capacity.arch import Arch
     from sweeper.capacity.memory import estimate_memory
-    from sweeper.grid.spec import PointSpec
+    from sweeper.config.spec import PointSpec
     from sweeper.results.collect import collect_records
     from sweeper.units import MIB
 

@@ -415,8 +415,8 @@ def seven_b(python: str | None, why_missing: str) -> None:
 
     from sweeper.capacity.arch import Arch
     from sweeper.capacity.memory import estimate_memory
-    from sweeper.grid.schema import schema_node
-    from sweeper.grid.spec import from_config
+    from sweeper.config.schema import schema_node
+    from sweeper.config.spec import from_config
     from sweeper.paths import conf_dir
     from sweeper.units import GIB
 
@@ -470,7 +470,7 @@ def main() -> int:
     import transformers
 
     from sweeper.capacity.arch import Arch
-    from sweeper.grid.spec import PointSpec
+    from sweeper.config.spec import PointSpec
     from sweeper.results.collect import collect_records
 
     work = Path(tempfile.mkdtemp(prefix="plan_peers_"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sweeper.capacity.arch import Arch
 from sweeper.capacity.memory import estimate_memory
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.results.record import Record
 
 STATES_TOLERANCE = 0.02

@@ -2,7 +2,7 @@
 
 The packages follow the stages of a sweep (``docs/architecture.md``):
 
-- :mod:`sweeper.grid`: the config schema, Hydra composition, the point spec;
+- :mod:`sweeper.config`: the config schema, Hydra composition, the point spec;
 - :mod:`sweeper.point`: one point's lifecycle, its identity and the gate;
 - :mod:`sweeper.launchers`: where ranks run (local torchrun; SLURM submit, in-job, accounting);
 - :mod:`sweeper.job`: the rank side (the only package that imports torch);

@@ -27,8 +27,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper.callbacks import incomplete
-from sweeper.grid.schema import register_configs
+from sweeper.config.schema import register_configs
+from sweeper.hydra_callbacks import incomplete
 from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.atomic import write_error_text
@@ -46,7 +46,7 @@ def main(cfg: DictConfig) -> str:
     """Hydra task function: one grid point. Returns the point's status."""
     from hydra.types import RunMode
 
-    from sweeper.grid.spec import from_config
+    from sweeper.config.spec import from_config
     from sweeper.launchers.local import run_point
     from sweeper.launchers.progress import announce, finished
     from sweeper.point.lifecycle import internal_error, not_recorded

@@ -13,7 +13,7 @@ How a secret travels (``docs/architecture.md``, "Secrets"):
    environment variable of this process. Hydra, its output folder (``multirun.yaml``, ``.hydra/*.yaml``), its
    log lines, ``sweep.json``, the records, the report's replay commands and the W&B runs therefore only ever see the
    reference; the replay command says where the value must come from (the variable, set in the shell).
-2. **In the composed config** (:func:`redact_tree`, from :func:`sweeper.grid.spec.from_config`): a secret that
+2. **In the composed config** (:func:`redact_tree`, from :func:`sweeper.config.spec.from_config`): a secret that
    came another way (a config file, the user's own ``${oc.env:HF_TOKEN}``) is resolved by Hydra; the spec keeps
    the same reference instead, and the value goes to the variable.
 3. **To the ranks**: children inherit the environment (torchrun locally; ``sbatch`` exports the submitting

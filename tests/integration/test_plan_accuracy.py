@@ -14,7 +14,7 @@ import yaml
 
 from sweeper.capacity.arch import Arch
 from sweeper.capacity.memory import estimate_memory
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.launchers.local import run_point
 from sweeper.paths import conf_dir
 from sweeper.results.sweepdir import SweepDir

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from sweeper.capacity.predict import predict
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.point.lifecycle import target_for
 from tests.conftest import run_sweeper
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from sweeper.grid.schema import schema_node
-from sweeper.grid.spec import PointSpec, from_config
+from sweeper.config.schema import schema_node
+from sweeper.config.spec import PointSpec, from_config
 
 TINY = {"name": "tiny", "decoder_layer": "LlamaDecoderLayer", "config": {"max_position_embeddings": 2048}}
 

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
+from sweeper.config.schema import batch_size_error, help_keys
+from sweeper.config.target import Target
 from sweeper.failures.oom import parse_oom
-from sweeper.grid.schema import batch_size_error, help_keys
-from sweeper.grid.target import Target
 from sweeper.point.batch_search import MAX_BATCH, SearchState, Trial, searched_batch, trial_bound
 from sweeper.point.gate import InvalidPoint, check
 from tests.unit.specs import make_spec

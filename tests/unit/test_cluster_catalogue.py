@@ -13,8 +13,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from sweeper.grid.schema import ClusterConfig, register_configs
-from sweeper.grid.spec import from_config
+from sweeper.config.schema import ClusterConfig, register_configs
+from sweeper.config.spec import from_config
 from sweeper.launchers.slurm.submit import executor_parameters
 from sweeper.paths import conf_dir
 from sweeper.point.gate import InvalidPoint, check

@@ -1,4 +1,4 @@
-"""Fast composition (:mod:`sweeper.grid.compose`) gives exactly the config Hydra's own per-point composition gives."""
+"""Fast composition (:mod:`sweeper.config.compose`) gives exactly the config Hydra's own per-point composition gives."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from sweeper.grid.compose import compose_points
-from sweeper.grid.schema import register_configs
+from sweeper.config.compose import compose_points
+from sweeper.config.schema import register_configs
 from sweeper.paths import conf_dir
 from sweeper.results.sweepdir import register_resolver
 

@@ -592,8 +592,8 @@ def test_the_p07_row_names_a_seen_failure_but_never_refuses_before_launch():
 def _point(**kw):
     from omegaconf import OmegaConf
 
-    from sweeper.grid.schema import schema_node
-    from sweeper.grid.spec import from_config
+    from sweeper.config.schema import schema_node
+    from sweeper.config.spec import from_config
 
     return from_config(OmegaConf.merge(schema_node(), kw)).to_dict()
 
@@ -629,8 +629,8 @@ def test_t03_row_misses_what_ddp_supports(change):
 def test_the_table_rows_are_well_formed():
     from packaging.specifiers import SpecifierSet
 
+    from sweeper.config.spec import PointSpec
     from sweeper.failures.incompatible import DERIVED
-    from sweeper.grid.spec import PointSpec
 
     fields = set(PointSpec.__dataclass_fields__)
     passthrough = ("training_args.", "fsdp_config.", "deepspeed_config.")

@@ -16,14 +16,16 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sweeper.grid.schema import SweeperConfig
+from sweeper.config.schema import SweeperConfig
 from sweeper.results.columns import COLUMNS, SCHEMA_VERSION
 
 GOLDEN = Path(__file__).parent / "golden" / "surface.json"
 
 
 def _type_name(tp: Any) -> str:
-    return str(tp).replace("typing.", "").replace("sweeper.grid.schema.", "").replace("<class '", "").replace("'>", "")
+    return (
+        str(tp).replace("typing.", "").replace("sweeper.config.schema.", "").replace("<class '", "").replace("'>", "")
+    )
 
 
 def config_surface(cls: type = SweeperConfig, prefix: str = "") -> dict[str, str]:
@@ -86,7 +88,7 @@ def test_the_point_spec_holds_every_point_key_of_the_schema_with_its_type():
     (which keeps only the spec's fields) never drops a key the command line accepts. Enums are stored as their
     values (str); the model section becomes ``model`` (its name), ``model_type``, ``decoder_layer`` and
     ``model_config``; where the point runs (``launcher``, ``cluster``) and W&B are not the point's."""
-    from sweeper.grid.spec import PointSpec
+    from sweeper.config.spec import PointSpec
 
     not_the_point = {"launcher", "cluster", "wandb"}
     model_fields = {"model": "str", "model_type": "str", "decoder_layer": "str", "model_config": "dict[str, Any]"}

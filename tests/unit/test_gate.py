@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.grid.target import Target
+from sweeper.config.target import Target
 from sweeper.point.gate import InvalidPoint, check
 from tests.unit.specs import make_spec as spec
 

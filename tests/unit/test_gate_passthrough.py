@@ -1,6 +1,6 @@
 """Passthrough entries and the point's identity: what sweeper sets, what restates it, the installed field list.
 
-The mirrors of what sweeper sets (``sweeper.point.passthrough``) are checked against the real
+The mirrors of what sweeper sets (``sweeper.point.library_args``) are checked against the real
 ``sweeper.job.trainer_setup`` and the real ``TrainingArguments``; the field list comes from the real helper
 subprocess.
 """
@@ -13,7 +13,7 @@ import json
 import pytest
 
 from sweeper.point.identity import normalised, point_id
-from sweeper.point.passthrough import (
+from sweeper.point.library_args import (
     is_no_tracker,
     redundant_passthrough,
     same,
@@ -197,7 +197,7 @@ def test_when_the_helper_cannot_run_the_gate_says_so_once_and_skips_only_name_an
     tmp_path, monkeypatch, capsys
 ):
     """A missing helper module (a real failed subprocess): one warning, the other rules still run."""
-    from sweeper.grid.target import Target
+    from sweeper.config.target import Target
     from sweeper.point.gate import InvalidPoint, check
 
     monkeypatch.setattr(ta_schema, "HELPER", "sweeper.job.no_such_helper")

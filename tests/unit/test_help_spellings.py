@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sweeper.grid.compose import compose_points
+from sweeper.config.compose import compose_points
 from tests.conftest import REPO
 from tests.unit.test_compose import loader_and_master  # noqa: F401 - fixture
 
@@ -52,7 +52,7 @@ def test_every_passthrough_spelling_shown_to_users_composes(loader_and_master, h
 
 
 def test_help_lists_the_allowed_values_the_schema_accepts(help_text):
-    from sweeper.grid.schema import ZERO_STAGES, Device, Dtype, Fsdp, Precision
+    from sweeper.config.schema import ZERO_STAGES, Device, Dtype, Fsdp, Precision
 
     for key, enum in (("fsdp", Fsdp), ("precision", Precision), ("model_dtype", Dtype), ("device", Device)):
         assert f"{key}=" + "|".join(v.value for v in enum) in help_text

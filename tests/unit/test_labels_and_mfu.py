@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.grid.target import Target
+from sweeper.config.target import Target
 from sweeper.job.verify import mismatches
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.identity import point_id

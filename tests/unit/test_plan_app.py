@@ -13,7 +13,7 @@ from hydra.types import RunMode
 import sweeper.plan.__main__  # noqa: F401 - registers hydra/sweeper=sweeper_plan, which conf/plan.yaml selects
 from sweeper.paths import conf_dir
 from sweeper.plan.app import make_plan
-from sweeper.plan.grid import ENGINES, default_axes, engine_label, expand, named_keys, plan_points
+from sweeper.plan.points import ENGINES, default_axes, engine_label, expand, named_keys, plan_points
 from sweeper.plan.rows import COLUMNS, plan_frame, term_columns
 from sweeper.units import GIB
 

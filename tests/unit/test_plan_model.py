@@ -10,7 +10,7 @@ from sweeper.capacity.memory import PHASE_GRADS, estimate_memory
 from sweeper.capacity.predict import max_batch_size, predict
 from sweeper.capacity.states import layout, model_states
 from sweeper.capacity.timing import comm_bytes_per_step, estimate_time
-from sweeper.grid.target import Target
+from sweeper.config.target import Target
 from sweeper.paths import conf_dir
 from sweeper.units import GIB
 from tests.unit.specs import make_spec

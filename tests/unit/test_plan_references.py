@@ -24,7 +24,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 from sweeper.capacity.arch import Arch
 from sweeper.capacity.memory import PHASE_LOSS, estimate_memory
 from sweeper.capacity.states import ModelStates, layout, model_states
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.paths import conf_dir
 from tests.unit.specs import make_spec
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from sweeper.capacity.predict import predict
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.point.gate import InvalidPoint, check, ordered_rules
 from sweeper.point.lifecycle import Prepared, begin, internal_error, predicted_for, target_for
 from sweeper.point.rules.planning import size
@@ -144,7 +144,7 @@ def test_refused_and_internal_error_records_carry_predicted_numbers(tmp_path: Pa
 def test_a_failing_model_never_costs_the_point_its_record():
     """A spec the model cannot read (a plan setting that is not a number, which Hydra's schema would refuse) gives
     a note."""
-    from sweeper.grid.schema import PlanConfig
+    from sweeper.config.schema import PlanConfig
 
     spec = dataclasses.replace(cpu_spec(prune=True), plan=PlanConfig(memory_margin="not a number"))
     target = target_for(spec, "local", SMALL)

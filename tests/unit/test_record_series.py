@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.results.metrics import WINDOWS, metrics_from_ranks, series_from_ranks, step_window
 from sweeper.results.record import Record, read_record
 from sweeper.results.row import records_to_frame, row_from_record

@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from sweeper import redact
-from sweeper.grid.spec import shell_command
+from sweeper.config.spec import shell_command
 from sweeper.point.identity import point_id
 from sweeper.results.atomic import write_json_atomic, write_text_atomic
 from tests.unit.specs import TINY, make_spec

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from sweeper.report import build_report, main
+from sweeper.report.axes import grid_values as _grid_values
 from sweeper.report.fmt import mem_unit as _mem_unit
-from sweeper.report.grid import grid_values as _grid_values
 from sweeper.report.notes import method_notes as _method_notes
 from sweeper.report.plot_data import plot_data as _plot_data
 from sweeper.report.plot_png import png_figure as _png_figure

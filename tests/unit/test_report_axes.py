@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.grid.spec import replay_command
+from sweeper.config.spec import replay_command
 from sweeper.report import build_report
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from hydra.types import RunMode
 
-from sweeper.grid.spec import PointSpec, from_config, replay_command
+from sweeper.config.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import record_from_scheduler
 from sweeper.report import build_report
 from sweeper.results.collect import collect_records

@@ -8,9 +8,9 @@ import math
 import pandas as pd
 import pytest
 
+from sweeper.config.schema import timed_steps_error
+from sweeper.config.spec import from_config
 from sweeper.failures.attribution import steps_planned
-from sweeper.grid.schema import timed_steps_error
-from sweeper.grid.spec import from_config
 from sweeper.job.timing import StepTimer, Windows
 from sweeper.point.identity import point_id
 from sweeper.results.frontier import mark_frontier, mark_ties, throughput_interval
@@ -158,7 +158,7 @@ def test_a_bad_timed_steps_is_refused_by_the_schema_check_and_the_gate():
     assert "timed_steps='lots'" in msg and "auto" in msg
     assert timed_steps_error(True) is not None
 
-    from sweeper.grid.target import Target
+    from sweeper.config.target import Target
     from sweeper.point.gate import InvalidPoint, check
 
     target = Target(launcher="local", device_type="cpu")

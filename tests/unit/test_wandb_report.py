@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.report.grid import grid_of
+from sweeper.report.axes import grid_of
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.collect import collect_records
 from sweeper.results.record import Record

@@ -2,7 +2,7 @@
 
 :class:`SweeperPlanSweeper` (``hydra/sweeper=sweeper_plan``, selected by ``conf/plan.yaml``) expands the sweep as
 Hydra's basic sweeper does (every combination of the swept values, ``hydra.sweeper.params`` included), composes
-every point fast (:func:`sweeper.grid.compose.compose_points`, against the typed schema, so ``precision=fp8`` is
+every point fast (:func:`sweeper.config.compose.compose_points`, against the typed schema, so ``precision=fp8`` is
 still refused), then hands all of them to :func:`sweeper.plan.app.plan_multirun`, which predicts and writes the plan
 into ``hydra.sweep.dir``. Nothing is launched: the task function never runs.
 

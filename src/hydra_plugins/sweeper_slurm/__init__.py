@@ -2,7 +2,7 @@
 
 - :class:`SweeperSlurmLauncher` (``hydra/launcher=sweeper_slurm``, selected by ``launcher=slurm``),
 - :class:`SweeperBasicSweeper` (``hydra/sweeper=sweeper_basic``, the default): Hydra's basic sweeper, with the
-  batch validated by :func:`sweeper.grid.compose.compose_points` (one composition per group choice, not per point).
+  batch validated by :func:`sweeper.config.compose.compose_points` (one composition per group choice, not per point).
 """
 
 from collections.abc import Sequence
@@ -18,9 +18,9 @@ class SweeperSlurmLauncher(SlurmLauncher):
 
 class SweeperBasicSweeper(BasicSweeper):
     """Hydra's basic sweeper; every point of a batch is still composed (and refused on a bad value) before any job
-    starts, but fast (see :mod:`sweeper.grid.compose`)."""
+    starts, but fast (see :mod:`sweeper.config.compose`)."""
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from sweeper.grid.compose import compose_points
+        from sweeper.config.compose import compose_points
 
         compose_points(self.hydra_context.config_loader, self.config, batch)

@@ -295,12 +295,6 @@ class Arch:
         per_layer += 0 if self.family == "gpt2" else self.hidden * self.intermediate
         return self.layers * per_layer + self.vocab * self.hidden
 
-    @property
-    def largest_unit_params(self) -> int:
-        """Parameters of the largest FSDP / ZeRO-3 unit outside the decoder layers' sum: the larger of one decoder
-        layer and the root's own parameters (embedding, final norm, output projection), which the root unit holds."""
-        return max(self.layer_params, self.embedding_params + self.norm_params + self.lm_head_params)
-
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token, PaLM Appendix B (Chowdhery et al. 2022): ``6·N + 12·L·a·d·s``.
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from sweeper.capacity.arch import Arch, UnknownArchitecture
 from sweeper.capacity.timing import step_flops
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 
 
 @dataclass(frozen=True)

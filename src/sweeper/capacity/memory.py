@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from sweeper.capacity.arch import Arch
 from sweeper.capacity.states import FP32, Layout, ModelStates, layout, model_states
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.units import GIB
 
 #: The two candidate peaks of a step (see the module doc).

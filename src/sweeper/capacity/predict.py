@@ -12,9 +12,9 @@ from sweeper.capacity.arch import Arch, UnknownArchitecture
 from sweeper.capacity.memory import estimate_memory
 from sweeper.capacity.states import layout
 from sweeper.capacity.timing import estimate_time
-from sweeper.grid.schema import PlanConfig
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.schema import PlanConfig
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.results.mfu import gpu_peak
 from sweeper.units import GIB
 
@@ -23,7 +23,7 @@ MAX_BATCH = 1 << 16
 
 
 def plan_settings(spec: PointSpec) -> PlanConfig:
-    """``spec.plan``: capacity planning's assumptions (:class:`~sweeper.grid.schema.PlanConfig`)."""
+    """``spec.plan``: capacity planning's assumptions (:class:`~sweeper.config.schema.PlanConfig`)."""
     return spec.plan
 
 

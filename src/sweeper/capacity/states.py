@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweeper.capacity.arch import Arch
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 
 #: Bytes per element of a storage dtype (``model_dtype``) and of a compute precision.
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}

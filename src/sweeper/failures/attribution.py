@@ -7,9 +7,9 @@ label mismatch comes first and a collective error (usually a symptom of another 
 classified by :func:`sweeper.failures.classify.classify`; the sentences come from :mod:`sweeper.failures.reasons`.
 
 Plain data in, plain data out: the rank files as parsed JSON (:class:`sweeper.results.rankfile.RankFile`), the point
-as anything with the :class:`PointShape` attributes (a :class:`sweeper.grid.spec.PointSpec`). Imports go one way:
+as anything with the :class:`PointShape` attributes (a :class:`sweeper.config.spec.PointSpec`). Imports go one way:
 :func:`sweeper.results.outcome.summarize_ranks` calls :func:`decide_status`; nothing here imports ``sweeper.results``
-or ``sweeper.grid``.
+or ``sweeper.config``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ RankFile = dict[str, Any]
 
 
 class PointShape(Protocol):
-    """What the decision reads of a point (:class:`sweeper.grid.spec.PointSpec` has it all)."""
+    """What the decision reads of a point (:class:`sweeper.config.spec.PointSpec` has it all)."""
 
     #: ranks (nodes x ranks per node).
     world_size: int

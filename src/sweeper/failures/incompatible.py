@@ -1,7 +1,7 @@
 """Combinations known to fail with some versions of a library, as data (consulted by the gate before launch and
 when classifying a failure).
 
-A row's condition names keys of the point spec (:meth:`sweeper.grid.spec.PointSpec.to_dict`) by dotted path, into
+A row's condition names keys of the point spec (:meth:`sweeper.config.spec.PointSpec.to_dict`) by dotted path, into
 the passthrough dicts too (``training_args.ddp_find_unused_parameters``, ``deepspeed_config.zero_optimization.stage``),
 plus the derived keys of :data:`DERIVED`. The gate (:mod:`sweeper.point.rules.known`) refuses a point that meets a
 row with ``before_launch=True``; a row whose failure the spec cannot show (``before_launch=False``) only names the
@@ -213,7 +213,7 @@ def describe(row: KnownIncompatible, versions: dict[str, str]) -> str:
 def known_incompatible(spec: dict[str, Any], versions: dict[str, str]) -> str | None:
     """The reason ``spec`` is known to fail with the installed ``versions``, or ``None``.
 
-    ``spec`` is the point spec as a dict (:meth:`sweeper.grid.spec.PointSpec.to_dict`, or the flat keys a row
+    ``spec`` is the point spec as a dict (:meth:`sweeper.config.spec.PointSpec.to_dict`, or the flat keys a row
     needs); see :func:`match_known_incompatible` for how rows and versions are matched.
     """
     row = match_known_incompatible(spec, versions)

@@ -37,8 +37,8 @@ from typing import Any
 
 import torch
 
+from sweeper.config.spec import PointSpec
 from sweeper.failures.oom import parse_oom
-from sweeper.grid.spec import PointSpec
 from sweeper.job.rank import PhaseTracker, Rank, exit_now, user_callbacks
 from sweeper.point.batch_search import OOM_FILE, SearchState
 from sweeper.point.device_budget import read_budget

@@ -27,7 +27,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.job import rank as life
 from sweeper.results.rankfile import STEP_FILE, RankFile, RankPeak, write_rank_step
 from sweeper.results.stats import stop_rule
@@ -68,7 +68,7 @@ class StepProgress(TrainerCallback):
 
 class LossLog(TrainerCallback):
     """Training losses as logged by the Trainer (one per optimizer step with ``logging_steps=1``, which
-    :func:`sweeper.point.passthrough.sweeper_training_args` sets; the Trainer logs after ``on_step_end``, outside
+    :func:`sweeper.point.library_args.sweeper_training_args` sets; the Trainer logs after ``on_step_end``, outside
     the timed window).
 
     Attributes:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from transformers import TrainerCallback
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.results.rankfile import MESSAGE_CHARS, TRACEBACK_CHARS, RankFailure, RankFile, write_rank_file
 from sweeper.results.sweepdir import SPEC_FILE
 

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainingArguments
 
-from sweeper.grid.spec import PointSpec
-from sweeper.point.passthrough import sweeper_deepspeed_config, sweeper_fsdp_config, sweeper_training_args
+from sweeper.config.spec import PointSpec
+from sweeper.point.library_args import sweeper_deepspeed_config, sweeper_fsdp_config, sweeper_training_args
 from sweeper.redact import reveal
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -50,7 +50,7 @@ class SyntheticTokens(torch.utils.data.Dataset):
 
 def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
     """The DeepSpeed config for ``zero_optimization.stage = spec.zero``: what sweeper generates
-    (:func:`sweeper.point.passthrough.sweeper_deepspeed_config`: sizes ``"auto"``, filled by the HF integration
+    (:func:`sweeper.point.library_args.sweeper_deepspeed_config`: sizes ``"auto"``, filled by the HF integration
     from TrainingArguments and the model, so buckets scale with the model instead of DeepSpeed's 5e8-element
     defaults; no ``"optimizer"`` block, the HF side builds AdamW), with ``spec.deepspeed_config`` merged on top (one
     level deep per block)."""
@@ -65,7 +65,7 @@ def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
 
 def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> TrainingArguments:
     """``TrainingArguments`` for one point: the sweeper keys mapped to their HF names
-    (:func:`sweeper.point.passthrough.sweeper_training_args`, the one copy the gate also reads), then the passthrough.
+    (:func:`sweeper.point.library_args.sweeper_training_args`, the one copy the gate also reads), then the passthrough.
 
     Checkpointing: under FSDP, FSDP-native activation checkpointing (``fsdp_config["activation_checkpointing"]``),
     never together with the Trainer flag (docs/cases.md#p02); otherwise the Trainer's ``activation_checkpointing``

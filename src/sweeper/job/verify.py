@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.job.memory import local_tensor
 
 EXPECTED_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}

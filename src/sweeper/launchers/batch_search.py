@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sweeper.grid.target import Target
+from sweeper.config.target import Target
 from sweeper.launchers.torchrun import LOG_FILE, SEARCH, Launch, launch_ranks, record_launch
 from sweeper.point.batch_search import OOM_FILE, SearchState, Trial
 from sweeper.point.device_budget import write_budget

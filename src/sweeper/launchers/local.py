@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.launchers.batch_search import search_batch
 from sweeper.launchers.torchrun import launch_ranks, record_launch
 from sweeper.point.device_budget import write_budget

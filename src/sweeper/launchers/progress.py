@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.results.rankfile import read_rank_steps
 from sweeper.results.record import Record
 from sweeper.units import MIB

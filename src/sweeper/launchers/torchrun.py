@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.launchers import progress
 from sweeper.launchers.cgroup import CgroupMemoryLimit
 from sweeper.launchers.host_memory import (

@@ -3,7 +3,7 @@ capacity planning before anything runs.
 
 A Hydra app on the same config tree and typed schema as ``python -m sweeper`` (primary config ``conf/plan.yaml``):
 the same keys, groups and override syntax, so a plan and a sweep name the same model, cluster and point. For every
-point of the planning grid (:mod:`sweeper.plan.grid`: what ``-m`` sweeps, crossed with the default engines x gc on
+point of the planning grid (:mod:`sweeper.plan.points`: what ``-m`` sweeps, crossed with the default engines x gc on
 the keys not named) it prints and writes the predicted peak memory per rank with its breakdown, whether it fits,
 the largest per-device batch that fits, tokens/s per device, MFU, and days and GPU-hours for ``train_tokens``.
 Files: ``plan.csv``, ``plan.md``, ``plan.png`` in ``plans/<date>_<time>_<id>/`` (Hydra's run or sweep dir).
@@ -21,7 +21,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from sweeper.grid.schema import register_configs
+from sweeper.config.schema import register_configs
 from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.sweepdir import register_resolver

@@ -1,5 +1,5 @@
 """What ``python -m sweeper.plan`` does once Hydra has composed its points: expand the default planning grid
-(:mod:`sweeper.plan.grid`), gate and predict every point (:mod:`sweeper.plan.rows`), write ``plan.csv``, ``plan.md``
+(:mod:`sweeper.plan.points`), gate and predict every point (:mod:`sweeper.plan.rows`), write ``plan.csv``, ``plan.md``
 and ``plan.png`` into the output directory, and print the table.
 
 Two entries, one per Hydra mode: :func:`plan_run` (a single run: the composed config, crossed with the default
@@ -18,8 +18,8 @@ import pandas as pd
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from sweeper.grid.schema import ClusterConfig
-from sweeper.grid.spec import shell_command
+from sweeper.config.schema import ClusterConfig
+from sweeper.config.spec import shell_command
 from sweeper.redact import task_overrides
 
 #: File names in the output directory.
@@ -36,7 +36,7 @@ def plan_run(cfg: DictConfig, overrides: Sequence[str], out_dir: Path) -> pd.Dat
     Returns:
         The plan's rows (also written to ``out_dir``).
     """
-    from sweeper.plan.grid import expand, named_keys
+    from sweeper.plan.points import expand, named_keys
 
     return make_plan(expand([cfg], named_keys(overrides)), out_dir)
 
@@ -50,8 +50,8 @@ def plan_multirun(
     Raises:
         hydra.errors.ConfigCompositionException: a point that does not compose.
     """
-    from sweeper.grid.compose import compose_points
-    from sweeper.plan.grid import expand
+    from sweeper.config.compose import compose_points
+    from sweeper.plan.points import expand
 
     configs = compose_points(config_loader, master_config, points)
     return make_plan(expand(configs, named), Path(master_config.hydra.sweep.dir))
@@ -62,12 +62,12 @@ class RequireCallback(Callback):
     needs from the command line (a multirun: or from ``hydra.sweeper.params``, as a named grid gives them)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweeper.plan.grid import named_keys
+        from sweeper.plan.points import named_keys
 
         require(named_keys(task_overrides(config.hydra)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweeper.plan.grid import named_keys
+        from sweeper.plan.points import named_keys
 
         params = config.hydra.sweeper.get("params") or {}
         require(named_keys(task_overrides(config.hydra)) | set(params))
@@ -100,8 +100,8 @@ def make_plan(configs: Sequence[DictConfig], out_dir: Path) -> pd.DataFrame:
     Returns:
         The plan's rows (:func:`sweeper.plan.rows.plan_frame`).
     """
-    from sweeper.plan.grid import plan_points
     from sweeper.plan.plot import plot_png
+    from sweeper.plan.points import plan_points
     from sweeper.plan.rows import plan_frame
     from sweeper.plan.table import header_lines, markdown, print_plan
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.grid.schema import ClusterConfig
-from sweeper.grid.spec import PointSpec
-from sweeper.plan.grid import engine_label
+from sweeper.config.schema import ClusterConfig
+from sweeper.config.spec import PointSpec
+from sweeper.plan.points import engine_label
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.lifecycle import target_for
 from sweeper.units import GIB

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.grid.schema import ClusterConfig, PlanConfig
-from sweeper.grid.spec import PointSpec
+from sweeper.config.schema import ClusterConfig, PlanConfig
+from sweeper.config.spec import PointSpec
 from sweeper.plan.rows import term_columns
 from sweeper.report import md
 from sweeper.report.fmt import MISSING, cli, missing, num, text
@@ -33,7 +33,7 @@ VARYING = (
     "nodes",
     "ranks_per_node",
 )
-#: What each planning assumption means (``plan.<key>``; :class:`sweeper.grid.schema.PlanConfig`).
+#: What each planning assumption means (``plan.<key>``; :class:`sweeper.config.schema.PlanConfig`).
 ASSUMPTIONS: dict[str, str] = {
     "efficiency": "achieved fraction of the device's dense peak FLOP/s, recompute included",
     "comm_overlap": "fraction of the compute time that hides communication",

@@ -43,7 +43,6 @@ OOM_FILE = "batch_oom_rank{rank}.json"
 MAX_BATCH = 1 << 16
 #: How many more fitted steps than plain ones the search may take (see the module doc).
 FITTED_ALLOWANCE = 2
-OUTCOMES = ("fits", "over_margin", "oom")
 
 
 @dataclass

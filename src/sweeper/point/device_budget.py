@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweeper.grid.target import Target
+from sweeper.config.target import Target
 from sweeper.results.atomic import write_json_atomic
 
 BUDGET_FILE = "device_budget.json"

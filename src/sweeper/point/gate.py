@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 
 
 class InvalidPoint(ValueError):

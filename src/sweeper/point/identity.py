@@ -14,7 +14,7 @@ hashing:
 - **settings without effect are dropped**: ``use_reentrant`` without checkpointing (``gc=false``), ``fsdp_config``
   without FSDP, ``deepspeed_config`` without DeepSpeed (both refused by the gate anyway), and passthrough entries
   that restate what sweeper sets itself or the library default it leaves in place (see
-  :func:`sweeper.point.passthrough.redundant_passthrough`: ``+deepspeed_config.zero_optimization.stage=2`` with
+  :func:`sweeper.point.library_args.redundant_passthrough`: ``+deepspeed_config.zero_optimization.stage=2`` with
   ``zero=2``, ``+training_args.report_to=none``, ``+fsdp_config.reshard_after_forward=true`` with full_shard);
 - **one spelling per key**: ``fsdp_config`` keys lose the ``fsdp_`` prefix transformers strips
   (``fsdp_cpu_offload`` is ``cpu_offload``).
@@ -28,7 +28,7 @@ import hashlib
 import json
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 
 #: Spec fields that bound or decorate a run without changing what it measures.
 BUDGET_FIELDS: frozenset[str] = frozenset(
@@ -42,7 +42,7 @@ def normalised(spec: PointSpec) -> dict[str, Any]:
     Returns:
         A plain dict (JSON-serialisable), the input of :func:`point_id`.
     """
-    from sweeper.point.passthrough import fsdp_key, redundant_passthrough
+    from sweeper.point.library_args import fsdp_key, redundant_passthrough
 
     data = {k: v for k, v in spec.to_dict().items() if k not in BUDGET_FIELDS}
     # timed_steps=auto is its own measurement procedure (identity); its cap, like every timing.* key, is a budget.

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper.config.sections import ClusterConfig, from_mapping
+from sweeper.config.spec import PointSpec, replay_command
+from sweeper.config.target import Target
 from sweeper.envinfo import environment, library_versions
-from sweeper.grid.sections import ClusterConfig, from_mapping
-from sweeper.grid.spec import PointSpec, replay_command
-from sweeper.grid.target import Target
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
@@ -39,7 +39,7 @@ from sweeper.results.sweepdir import SPEC_FILE, SweepDir
 
 def target_for(spec: PointSpec, launcher: str, cluster: ClusterConfig | Mapping[str, Any] | None = None) -> Target:
     """Where ``spec`` would run: the local machine (``launcher="local"``) or a SLURM cluster config (plain data of
-    :class:`~sweeper.grid.schema.ClusterConfig`, or one).
+    :class:`~sweeper.config.schema.ClusterConfig`, or one).
 
     The local device comes from ``spec.device`` (``auto`` resolved without torch); a cluster's device from its
     ``gpus_per_node`` and ``gpu_name``.

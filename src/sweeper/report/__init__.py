@@ -9,7 +9,7 @@
 - ``frontier.png``: the same plot as a static image.
 
 Modules, one job each: :mod:`~sweeper.report.build` (the files), :mod:`~sweeper.report.document` (the content as a
-structure), :mod:`~sweeper.report.tables` (results and failures tables), :mod:`~sweeper.report.grid` (the swept
+structure), :mod:`~sweeper.report.tables` (results and failures tables), :mod:`~sweeper.report.axes` (the swept
 axes), :mod:`~sweeper.report.notes` (how each number was measured), :mod:`~sweeper.report.render` (Markdown, and
 HTML from it), :mod:`~sweeper.report.md` (escaping outside text), :mod:`~sweeper.report.fmt` (values for people),
 :mod:`~sweeper.report.plot_data` (what the plot shows; drawn by ``plot_html``, plotly, and ``plot_png``,

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sweeper.report.axes import grid_of
 from sweeper.report.document import PLOT_MIN_POINTS, PNG_MIN_OK, build_document
 from sweeper.report.fmt import mem_unit
-from sweeper.report.grid import grid_of
 from sweeper.report.plot_data import plot_data
 from sweeper.report.plot_html import plot_html
 from sweeper.report.plot_png import plot_png

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from sweeper.redact import referenced_variables
+from sweeper.report.axes import DERIVED, Grid, grid_of, grid_values
 from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
-from sweeper.report.grid import DERIVED, Grid, grid_of, grid_values
 from sweeper.report.headline import answer
 from sweeper.report.md import code, escape, one_line, strong
 from sweeper.report.notes import contention_notes, mem_kind_note, mem_kinds, method_notes
@@ -141,7 +141,7 @@ def build_document(
         records: its records; ``df``: their table (:func:`sweeper.results.row.records_to_frame`).
         max_rows: the most rows each table (and the replay section) shows; None: all
             (see :func:`sweeper.report.tables.shown_ok`, ``shown_failures``, ``shown_replays``).
-        grid: :func:`sweeper.report.grid.grid_of` of ``df`` when the caller already has it.
+        grid: :func:`sweeper.report.axes.grid_of` of ``df`` when the caller already has it.
         device_mem_gib: device capacities as (label, GiB) pairs (``--device-mem``), for "the fastest that fits";
             none: the ``cluster.gpu_mem_gib`` capacity planning judged the points against, if any.
         wandb_mode: the mode the W&B runs are being written in now (``off``, ``offline``, ``online``), for the W&B

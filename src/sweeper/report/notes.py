@@ -17,7 +17,7 @@ from sweeper.report.md import code, escape
 
 #: Contended points named one by one in the Results section before "and N more" (:func:`contention_notes`).
 MAX_CONTENDED = 5
-#: ``timing.contention_warn_frac`` when a table does not say (:class:`sweeper.grid.schema.TimingConfig`).
+#: ``timing.contention_warn_frac`` when a table does not say (:class:`sweeper.config.schema.TimingConfig`).
 DEFAULT_CONTENTION_WARN_FRAC = 0.1
 
 _TRACKER_NOTE = "peak tensor bytes counted by torch's `MemTracker` (the CPU analogue of the allocator peak)"

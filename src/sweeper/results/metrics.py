@@ -12,7 +12,7 @@ Driver side, no torch. Conventions (each reported number says how it was measure
   ``schedstat.runqueue_wait_s`` / ``schedstat.wall_s`` (:func:`runqueue_wait_frac`): the share of the timed window
   the rank's training thread spent runnable but not running (Linux schedstat, the kernel's
   ``Documentation/scheduler/sched-stats.rst``); ``contended`` = that above ``timing.contention_warn_frac``
-  (:func:`contention_warn_frac`; default: the schema's, :attr:`sweeper.grid.schema.TimingConfig.contention_warn_frac`,
+  (:func:`contention_warn_frac`; default: the schema's, :attr:`sweeper.config.schema.TimingConfig.contention_warn_frac`,
   not restated here). Both absent when no rank could read schedstat.
 * tokens/s (global) = per_device_batch_size x seq_len x grad_accum x world_size / median step time;
   tokens/s per device = that / world_size; samples/s = per_device_batch_size x grad_accum x world_size / median.
@@ -32,7 +32,7 @@ import math
 import statistics
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
+from sweeper.config.spec import PointSpec
 from sweeper.results.mfu import Peak, flops_per_token, mfu
 from sweeper.results.rankfile import RankFile
 from sweeper.results.stats import median_ci
@@ -100,8 +100,8 @@ def runqueue_wait_frac(ranks: list[RankFile]) -> float | None:
     ``Documentation/scheduler/sched-stats.rst``), over the window's wall seconds: the share of the window its steps
     were stretched by waiting for a CPU. The rank's other threads (gloo's communication threads) are recorded
     (``all_threads_*``) but not counted here: they wake at every collective and each waits briefly for a CPU, adding
-    ~4 % per thread on an idle 2-core machine without slowing the step by as much (measured 2026-12-01: training
-    thread 4 %, sum over a rank's 4 threads 18-24 %). The max over ranks: a step is as slow as its slowest rank.
+    a few % per thread without slowing the step by as much (the figures: ``benchmarks/README.md``,
+    ``frontier_stability.py``, "with the contention column"). The max over ranks: a step is as slow as its slowest rank.
     None when no rank has both numbers (older rank files, schedstat unreadable, the window never ended, or a zero
     wall time).
     """
@@ -116,7 +116,7 @@ def runqueue_wait_frac(ranks: list[RankFile]) -> float | None:
 
 def contention_warn_frac(spec: PointSpec) -> float:
     """The threshold above which a point is ``contended``: ``timing.contention_warn_frac`` of the spec, else the
-    schema's default (:attr:`sweeper.grid.schema.TimingConfig.contention_warn_frac`), a fraction."""
+    schema's default (:attr:`sweeper.config.schema.TimingConfig.contention_warn_frac`), a fraction."""
     return float(spec.timing.contention_warn_frac)
 
 

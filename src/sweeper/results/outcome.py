@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweeper.config.spec import PointSpec
 from sweeper.failures.attribution import decide_status
-from sweeper.grid.spec import PointSpec
 from sweeper.results.metrics import metrics_from_ranks
 from sweeper.results.rankfile import RankFile
 

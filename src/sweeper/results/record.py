@@ -45,7 +45,7 @@ class Record:
         point_id: 12 hex digits, hash of the normalised point spec (see :func:`sweeper.point.identity.point_id`).
         status: one of :data:`STATUSES`.
         overrides: the Hydra overrides that select this point (``["fsdp=full_shard", "gc=true"]``).
-        spec: the canonical point spec (flat dict of plain values, see :class:`sweeper.grid.spec.PointSpec`).
+        spec: the canonical point spec (flat dict of plain values, see :class:`sweeper.config.spec.PointSpec`).
         replay: a shell command that runs exactly this point again.
         reason: for every non-``ok`` status, a sentence a person can act on.
         error_kind: for ``error``, the family: :data:`sweeper.failures.ERROR_KINDS` from the classifier, ``scheduler``

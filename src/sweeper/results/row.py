@@ -1,6 +1,6 @@
 """The per-point result row: ONE schema whose column names CSV, Parquet, the report, capacity planning and W&B share.
 
-A row is flat: one column per swept key (every :class:`~sweeper.grid.spec.PointSpec` field, named as on the command
+A row is flat: one column per swept key (every :class:`~sweeper.config.spec.PointSpec` field, named as on the command
 line), the passthrough dicts flattened into dotted columns (``training_args.max_grad_norm``,
 ``fsdp_config.reshard_after_forward``, ``deepspeed_config.zero_optimization.stage``, ``model.config.hidden_size``),
 what really ran (setup), the measurements, the failure details, the SLURM job and the bookkeeping. Every column
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from sweeper.grid.spec import dotted_leaves
+from sweeper.config.spec import dotted_leaves
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,7 +72,7 @@ def _missing(v: Any) -> bool:
 
 
 def flatten(prefix: str, value: Any) -> dict[str, Any]:
-    """A spec dict as dotted columns (:func:`sweeper.grid.spec.dotted_leaves`):
+    """A spec dict as dotted columns (:func:`sweeper.config.spec.dotted_leaves`):
     ``flatten("deepspeed_config", {"zero_optimization": {"stage": 3}})`` ->
     ``{"deepspeed_config.zero_optimization.stage": 3}``. Lists become compact JSON; an empty dict gives no column."""
     if not isinstance(value, Mapping):

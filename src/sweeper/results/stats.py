@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweeper.grid.spec import PointSpec
+    from sweeper.config.spec import PointSpec
 
 #: Two-sided confidence level of the interval of the median.
 CONFIDENCE = 0.95
@@ -112,7 +112,7 @@ def median_ci(samples: list[float], confidence: float = CONFIDENCE) -> MedianCI:
 
 @dataclass(frozen=True)
 class StopRule:
-    """When ``timed_steps=auto`` ends the timed window (``timing.*`` keys, :class:`sweeper.grid.schema.TimingConfig`).
+    """When ``timed_steps=auto`` ends the timed window (``timing.*`` keys, :class:`sweeper.config.schema.TimingConfig`).
 
     After each timed step, with the ``n`` step times so far (each the slowest rank's): stop with ``"cap"`` at
     ``n >= max_steps``; otherwise stop with ``"ci"`` when ``n >= min_steps``, ``n >= 6`` (a real 95 % interval) and
@@ -139,7 +139,7 @@ class StopRule:
 
 def stop_rule(spec: PointSpec) -> StopRule | None:
     """The :class:`StopRule` of ``spec`` with ``timed_steps=auto`` (``timing.*``; the schema's defaults for a key not
-    given, :class:`sweeper.grid.schema.TimingConfig`), or None for a fixed ``timed_steps``."""
+    given, :class:`sweeper.config.schema.TimingConfig`), or None for a fixed ``timed_steps``."""
     if not spec.timed_auto:
         return None
     return StopRule(float(spec.timing.ci_rel), int(spec.timing.min_timed_steps), int(spec.timed_steps))

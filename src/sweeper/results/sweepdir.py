@@ -38,7 +38,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from sweeper.grid.spec import shell_command
+from sweeper.config.spec import shell_command
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.record import FINAL_STATUSES, Record, RecordNotWritten, read_record
 
@@ -52,7 +52,7 @@ SUBMITTED_FILE = "submitted.json"
 POINTS_DIR = "points"
 #: A point's record (:class:`sweeper.results.record.Record`); an earlier one set aside is ``result.<n>.json``.
 RESULT_FILE = "result.json"
-#: A point's full spec (:meth:`sweeper.grid.spec.PointSpec.to_dict`), written when it is prepared.
+#: A point's full spec (:meth:`sweeper.config.spec.PointSpec.to_dict`), written when it is prepared.
 SPEC_FILE = "spec.json"
 #: The report (:func:`sweeper.report.build.build_report`): the table of every point, the document, the plot.
 RESULTS_CSV = "results.csv"

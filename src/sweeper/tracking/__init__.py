@@ -1,7 +1,7 @@
 """W&B tracking: one run per point, written from the records on the driver, offline first (docs/wandb.md).
 
 Nothing here runs inside a rank or in a timed window, and nothing is pickled to SLURM (docs/cases.md#p08): the runs are
-written when a sweep ends (:mod:`sweeper.callbacks`) and again by ``python -m sweeper.report``, in a child process
+written when a sweep ends (:mod:`sweeper.hydra_callbacks`) and again by ``python -m sweeper.report``, in a child process
 (``python -m sweeper.tracking``) with a time limit, so that nothing wandb does (a crash, a hang, a missing module,
 an unwritable folder, no network) can fail a point, a sweep or a report.
 """

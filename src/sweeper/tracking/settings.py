@@ -28,7 +28,7 @@ INSTALL_HINT = "pip install 'sweeper[tracking]'"
 
 @dataclass(frozen=True)
 class WandbSettings:
-    """The ``wandb`` config node of a sweep (:class:`sweeper.grid.schema.WandbConfig`) as plain data.
+    """The ``wandb`` config node of a sweep (:class:`sweeper.config.schema.WandbConfig`) as plain data.
 
     Attributes:
         mode: one of :data:`MODES`.

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from sweeper.report.axes import grid_of
 from sweeper.report.fmt import cli, missing, num
-from sweeper.report.grid import grid_of
 from sweeper.report.md import one_line
 from sweeper.results.collect import collect_records
 from sweeper.results.row import records_to_frame
@@ -193,7 +193,7 @@ def plan_from_frame(df: pd.DataFrame, sweep: SweepDir) -> ReportPlan:
 def plan_report(sweep_dir: SweepDir | Path) -> ReportPlan:
     """The report plan of a sweep directory, from the records on disk (the report's code path:
     :func:`~sweeper.results.collect.collect_records`, :func:`~sweeper.results.row.records_to_frame`,
-    :func:`~sweeper.report.grid.grid_of`).
+    :func:`~sweeper.report.axes.grid_of`).
 
     Raises:
         ValueError: a ``result.json`` is not a valid record (the message names the file).

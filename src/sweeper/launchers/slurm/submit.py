@@ -26,8 +26,8 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper.grid.sections import ClusterConfig, from_mapping
-from sweeper.grid.spec import PointSpec, from_config, replay_command
+from sweeper.config.sections import ClusterConfig, from_mapping
+from sweeper.config.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import reconcile, sacct
 from sweeper.point.gate import InvalidPoint
 from sweeper.point.identity import point_id
@@ -107,7 +107,7 @@ class SlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        from sweeper.grid.compose import compose_points
+        from sweeper.config.compose import compose_points
 
         assert self.config is not None
         sweep = SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()

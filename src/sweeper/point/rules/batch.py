@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.point.gate import rule
 
 

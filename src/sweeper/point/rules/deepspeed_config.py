@@ -2,7 +2,7 @@
 ``TrainingArguments`` value, monitors in the timed window, unknown keys.
 
 Sweeper generates the DeepSpeed config from its keys with ``"auto"`` sizes that the HF integration fills from
-``TrainingArguments`` (:func:`sweeper.point.passthrough.sweeper_deepspeed_config`); ``deepspeed_config`` is merged on
+``TrainingArguments`` (:func:`sweeper.point.library_args.sweeper_deepspeed_config`); ``deepspeed_config`` is merged on
 top, one level deep per block. An entry that restates the generated value (or what ``"auto"`` resolves to) passes
 and is dropped from the identity; one that contradicts it is refused here, before any rank, instead of failing in
 the HF integration's mismatch check at setup or silently changing what the label says.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sweeper.grid.spec import PointSpec, dotted_leaves
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec, dotted_leaves
+from sweeper.config.target import Target
 from sweeper.point.gate import rule
-from sweeper.point.passthrough import (
+from sweeper.point.library_args import (
     deepspeed_restates,
     effective_training_args,
     hf_matched_deepspeed,

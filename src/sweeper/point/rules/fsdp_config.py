@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.point.gate import rule
-from sweeper.point.passthrough import INVALID, fsdp_key, fsdp_restates, fsdp_value, fsdp_version, sweeper_fsdp_config
+from sweeper.point.library_args import INVALID, fsdp_key, fsdp_restates, fsdp_value, fsdp_version, sweeper_fsdp_config
 from sweeper.point.rules.known_keys import FSDP1_ONLY_KEYS, FSDP_CONFIG_DEFAULTS
 
 #: fsdp_config keys that decide the strategy or how it runs (after the ``fsdp_`` prefix is stripped).

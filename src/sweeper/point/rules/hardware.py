@@ -7,10 +7,10 @@ catches anything these rules miss, after the first step.
 
 from __future__ import annotations
 
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.point.gate import rule
-from sweeper.point.passthrough import fsdp_key, truth
+from sweeper.point.library_args import fsdp_key, truth
 
 # GPUs without bf16 (compute capability < 8.0), by name fragment (docs/cases.md#p04).
 NO_BF16_GPUS = ("V100", "T4", "P100", "P40", "K80", "TITAN V", "RTX 20")

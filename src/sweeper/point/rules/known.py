@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.failures.incompatible import describe, match_known_incompatible
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
 from sweeper.point.gate import rule
 
 

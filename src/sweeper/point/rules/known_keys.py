@@ -17,7 +17,7 @@ from __future__ import annotations
 
 #: TrainingArguments fields sweeper sets from its own keys: field -> the sweeper keys to set instead (a refusal
 #: names them). Source: :func:`sweeper.job.trainer_setup.training_arguments` (mirrored in
-#: :func:`sweeper.point.passthrough.sweeper_training_args`).
+#: :func:`sweeper.point.library_args.sweeper_training_args`).
 OWNED_TRAINING_ARGS: dict[str, tuple[str, ...]] = {
     "per_device_train_batch_size": ("per_device_batch_size",),
     "per_device_eval_batch_size": ("per_device_batch_size",),
@@ -72,9 +72,6 @@ TIMED_WINDOW_TRAINING_ARGS: frozenset[str] = frozenset(
 )
 TIMED_WINDOW_PREFIXES: tuple[str, ...] = ("logging_", "save_", "hub_", "trackio_")
 
-#: ``report_to`` values that mean "no tracker" (sweeper itself passes ``[]``).
-NO_TRACKER = (None, "none", [], ["none"])
-
 # ------------------------------------------------------------------------------------------------ fsdp_config
 
 #: Every ``fsdp_config`` key transformers reads, with the value it uses when the key is absent (None: no default).
@@ -89,7 +86,7 @@ FSDP_CONFIG_DEFAULTS: dict[str, object] = {
     "cpu_ram_efficient_loading": False,
     "state_dict_type": "FULL_STATE_DICT",
     "activation_checkpointing": False,
-    "reshard_after_forward": None,  # decided by the strategy: see sweeper.point.passthrough.sweeper_fsdp_config
+    "reshard_after_forward": None,  # decided by the strategy: see sweeper.point.library_args.sweeper_fsdp_config
     "xla": False,
     "xla_fsdp_v2": False,
     "xla_fsdp_grad_ckpt": False,

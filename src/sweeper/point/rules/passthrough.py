@@ -1,7 +1,7 @@
 """Rules on ``training_args``: fields sweeper owns, unknown fields, ill-typed values.
 
 A ``training_args`` entry that restates what sweeper sets (or the installed ``TrainingArguments`` default sweeper
-leaves in place) passes and is dropped from the point's identity (:func:`sweeper.point.passthrough.
+leaves in place) passes and is dropped from the point's identity (:func:`sweeper.point.library_args.
 redundant_passthrough`); the rules below refuse the rest of what cannot run as asked.
 """
 
@@ -11,10 +11,10 @@ import difflib
 import json
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.point.gate import rule
-from sweeper.point.passthrough import training_arg_restates
+from sweeper.point.library_args import training_arg_restates
 from sweeper.point.rules.known_keys import OWNED_TRAINING_ARGS, TIMED_WINDOW_PREFIXES, TIMED_WINDOW_TRAINING_ARGS
 from sweeper.point.rules.ta_schema import conforms, training_args_schema, type_text
 

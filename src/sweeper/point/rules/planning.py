@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.grid.spec import PointSpec
-from sweeper.grid.target import Target
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
 from sweeper.point.gate import rule
 from sweeper.units import GIB, MIB
 

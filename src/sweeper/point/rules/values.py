@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sweeper.grid.schema import ZERO_STAGES, Dtype, Fsdp, Precision, batch_size_error, timed_steps_error
-from sweeper.grid.spec import PointSpec, model_max_seq_len
-from sweeper.grid.target import Target
+from sweeper.config.schema import ZERO_STAGES, Dtype, Fsdp, Precision, batch_size_error, timed_steps_error
+from sweeper.config.spec import PointSpec, model_max_seq_len
+from sweeper.config.target import Target
 from sweeper.point.gate import rule
 
 

@@ -2,10 +2,10 @@
 (:class:`ClusterConfig`), capacity planning's assumptions (:class:`PlanConfig`) and the timing budgets
 (:class:`TimingConfig`).
 
-They are part of the typed schema (:class:`sweeper.grid.schema.SweeperConfig`, re-exported there) but live in a module
+They are part of the typed schema (:class:`sweeper.config.schema.SweeperConfig`, re-exported there) but live in a module
 of their own that imports nothing heavy (no Hydra), because the ranks read specs too. Frozen: a spec, a target and a
 SLURM payload never change after the gate; they pickle as plain module-level classes. OmegaConf would make a frozen
-dataclass a read-only node: :func:`sweeper.grid.schema.schema_node` keeps them overridable on the command line.
+dataclass a read-only node: :func:`sweeper.config.schema.schema_node` keeps them overridable on the command line.
 """
 
 from __future__ import annotations

@@ -30,13 +30,13 @@ def compose_points(
     Raises:
         hydra.errors.ConfigCompositionException / omegaconf ValidationError: an override that does not compose, or a
             ``per_device_batch_size`` or ``timed_steps`` that is neither an int nor ``auto``
-            (:func:`sweeper.grid.schema.batch_size_error`, :func:`sweeper.grid.schema.timed_steps_error`).
+            (:func:`sweeper.config.schema.batch_size_error`, :func:`sweeper.config.schema.timed_steps_error`).
     """
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException
 
-    from sweeper.grid.schema import batch_size_error, timed_steps_error
+    from sweeper.config.schema import batch_size_error, timed_steps_error
 
     key = (id(master_config), tuple(tuple(o) for o in job_overrides))
     if key in _LAST:  # the sweeper validated this batch; the launcher asks for the same configs again

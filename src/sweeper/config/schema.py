@@ -19,7 +19,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from sweeper.grid.sections import ClusterConfig, PlanConfig, TimingConfig, from_mapping
+from sweeper.config.sections import ClusterConfig, PlanConfig, TimingConfig, from_mapping
 
 __all__ = ["ClusterConfig", "PlanConfig", "SweeperConfig", "TimingConfig", "from_mapping"]
 
@@ -193,7 +193,7 @@ def batch_size_error(value: object) -> str | None:
     """Why ``value`` is not a ``per_device_batch_size``, or None: an int (samples; the gate checks it is >= 1) or
     :data:`AUTO_BATCH`. OmegaConf's structured configs cannot type ``int | Literal["auto"]``, so the schema types the
     key ``int | str`` and this refuses any other string (``per_device_batch_size=four``) for a whole grid before any
-    job starts (:func:`sweeper.grid.compose.compose_points`) and for a single point at the gate (rule G02)."""
+    job starts (:func:`sweeper.config.compose.compose_points`) and for a single point at the gate (rule G02)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return None
     if value == AUTO_BATCH:
@@ -212,7 +212,7 @@ def timed_steps_error(value: object) -> str | None:
     """Why ``value`` is not a ``timed_steps``, or None: an int (steps; the gate checks it is >= 3) or
     :data:`AUTO_STEPS`. Like :func:`batch_size_error`: the schema types the key ``int | str`` and this refuses any
     other string (``timed_steps=lots``) for a whole grid before any job starts
-    (:func:`sweeper.grid.compose.compose_points`) and for a single point at the gate (rule G03)."""
+    (:func:`sweeper.config.compose.compose_points`) and for a single point at the gate (rule G03)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return None
     if value == AUTO_STEPS:

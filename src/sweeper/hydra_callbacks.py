@@ -58,7 +58,7 @@ class ReportCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A single point: the gate runs before Hydra creates any directory; a refusal (invalid, unsupported, or
         pruned with ``prune=true``) exits 2, no rank starts."""
-        from sweeper.grid.spec import from_config
+        from sweeper.config.spec import from_config
         from sweeper.point.gate import InvalidPoint, check
         from sweeper.point.lifecycle import target_for
 

@@ -1,6 +1,6 @@
 """Where a point would run (:class:`Target`): the launcher, the device and the cluster, as plain data.
 
-It sits beside the point spec (:mod:`sweeper.grid.spec`) because both are what the configuration says about a
+It sits beside the point spec (:mod:`sweeper.config.spec`) because both are what the configuration says about a
 point: the gate (:mod:`sweeper.point.gate`), the capacity model (:mod:`sweeper.capacity`) and the launchers read
 it. :func:`sweeper.point.lifecycle.target_for` builds one for this machine or a SLURM cluster config.
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.grid.sections import ClusterConfig, from_mapping
+from sweeper.config.sections import ClusterConfig, from_mapping
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Target:
         device_type: ``cpu`` or ``cuda`` (resolved, never ``auto``).
         gpu_name: the GPU model when known (cluster config or the local device), e.g. ``"NVIDIA H100 80GB HBM3"``.
         versions: installed library versions by distribution name (``{"torch": "2.13.0", ...}``).
-        cluster: the cluster config (:class:`sweeper.grid.schema.ClusterConfig`: device memory, bandwidths, GPUs per
+        cluster: the cluster config (:class:`sweeper.config.schema.ClusterConfig`: device memory, bandwidths, GPUs per
             node), for capacity planning and sbatch; the schema's defaults (``name="local"``, no device memory) when
             unknown. A mapping given here is turned into one (unknown keys raise ``TypeError``).
     """

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.grid.spec import PointSpec, dotted_leaves
+from sweeper.config.spec import PointSpec, dotted_leaves
 
 #: Learning rate and schedule sweeper trains with (the step time does not depend on them).
 LEARNING_RATE = 1e-4

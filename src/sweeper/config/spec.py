@@ -13,7 +13,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from sweeper.grid.sections import PlanConfig, TimingConfig, from_mapping
+from sweeper.config.sections import PlanConfig, TimingConfig, from_mapping
 from sweeper.redact import redact_tree
 
 #: Spec fields that hold user text as trees (passthrough dicts, callbacks): where a secret may be given.
@@ -25,7 +25,7 @@ _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_se
 
 @dataclass(frozen=True)
 class PointSpec:
-    """Everything one point needs, as plain data (see :class:`sweeper.grid.schema.SweeperConfig` for each key).
+    """Everything one point needs, as plain data (see :class:`sweeper.config.schema.SweeperConfig` for each key).
 
     ``model`` is the architecture's name; ``model_type``, ``decoder_layer`` and ``model_config`` carry its numbers.
     """

@@ -23,8 +23,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper.grid.sections import ClusterConfig, from_mapping
-from sweeper.grid.spec import PointSpec, from_config
+from sweeper.config.sections import ClusterConfig, from_mapping
+from sweeper.config.spec import PointSpec, from_config
 
 #: The default engines, (fsdp, zero): DDP, ZeRO-1/2/3, FSDP full_shard and shard_grad_op. ``hybrid_shard`` is left
 #: out: on one node it is full_shard (pass ``-m fsdp=hybrid_shard nodes=2`` to plan it).
@@ -77,7 +77,7 @@ def expand(configs: Sequence[DictConfig], named: set[str]) -> list[DictConfig]:
 def plan_points(configs: Sequence[DictConfig]) -> list[tuple[PointSpec, ClusterConfig]]:
     """``(spec, cluster)`` for each config, in order, the same point twice kept once (as a sweep does).
 
-    ``cluster`` is the point's cluster config (:class:`sweeper.grid.schema.ClusterConfig`).
+    ``cluster`` is the point's cluster config (:class:`sweeper.config.schema.ClusterConfig`).
     """
     seen: set[str] = set()
     out = []
