@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.results.row import read_results_csv
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -124,7 +125,7 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
     runs = offline_runs(sweep_dir)
     assert set(runs) == {f"{sweep_id}-{pid}" for pid in records}
 
-    table = pd.read_csv(sweep_dir / "results.csv", dtype={"point_id": str})
+    table = read_results_csv(sweep_dir / "results.csv")  # a sweep id like 723e67 stays text
     csv_columns = list(table.columns)
     # the CLI reads (two per run, about 2 s each, mostly its start-up), two runs at a time as in test_gate_cli
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -17,7 +17,7 @@ from sweeper.report import build_report
 from sweeper.results.collect import collect_records
 from sweeper.results.columns import COLUMNS, FAMILY, SCHEMA_VERSION, fp32_master_weights
 from sweeper.results.record import Record
-from sweeper.results.row import records_to_frame, row_from_record
+from sweeper.results.row import read_results_csv, records_to_frame, row_from_record
 from sweeper.results.sweepdir import SweepDir
 from tests.unit.test_compose import loader_and_master  # noqa: F401 - fixture
 
@@ -100,6 +100,18 @@ def test_a_spec_key_the_schema_does_not_know_still_becomes_a_column():
     assert row["new_axis"] == 3 and row["new_dict.k"] == 1
     assert "model.config" not in names and "training_args" not in names  # families only as dotted columns
     assert names.index("new_axis") < names.index("step_time_s_median")  # in the configuration block
+
+
+def test_ids_that_look_like_numbers_read_back_as_text(tmp_path: Path):
+    """A sweep id is 6 random hex digits and a point id 12: ``723e67`` or ``000000004512`` parse as numbers in a
+    plain ``pd.read_csv`` (a CI failure of the W&B test); :func:`read_results_csv` keeps every text column text."""
+    records = [Record(sweep_id="723e67", point_id="000000004512", status="ok", spec={"model": "tiny", "seq_len": 8})]
+    path = tmp_path / "results.csv"
+    records_to_frame(records).to_csv(path, index=False)
+    assert pd.read_csv(path)["sweep_id"].iloc[0] != "723e67"  # why the reader exists
+    df = read_results_csv(path)
+    assert (df["sweep_id"].iloc[0], df["point_id"].iloc[0], df["model"].iloc[0]) == ("723e67", "000000004512", "tiny")
+    assert df["seq_len"].iloc[0] == 8  # numbers stay numbers
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -164,6 +165,15 @@ def dtype_of(name: str) -> str | None:
     if name.startswith("predicted_") and name.endswith("_bytes"):
         return INT
     return None
+
+
+def read_results_csv(path: str | Path) -> pd.DataFrame:
+    """``results.csv`` read back with its text columns as text: pandas would otherwise parse a sweep id such as
+    ``723e67`` or a point id of digits as a number (``7.23e+69``). Every ``str`` column of
+    :data:`~sweeper.results.columns.COLUMNS` is read as ``str``; the other columns as pandas infers them
+    (``results.parquet`` carries every dtype and is the typed copy)."""
+    text = [c.name for c in COLUMNS if c.dtype == STR]
+    return pd.read_csv(path, dtype=dict.fromkeys(text, str))
 
 
 def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
