@@ -25,10 +25,10 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sweeper.config.schema import register_configs
-from sweeper.hydra_callbacks import incomplete
+from sweeper.hydra_callbacks import incomplete, plain_node
 from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.atomic import write_error_text
@@ -64,10 +64,11 @@ def main(cfg: DictConfig) -> str:
     try:
         with announce(index, info.get("n_points"), overrides):
             rerun = frozenset(cfg.launcher.rerun_statuses)
-            cluster = OmegaConf.to_container(cfg.cluster, resolve=True)
+            cluster = plain_node(cfg.cluster)
             record = run_point(spec, overrides, sweep, rerun, cluster=cluster)
     except Exception as e:  # noqa: BLE001 - a point never ends the grid, not even through a bug of sweeper's own
-        if isinstance(e, RecordNotWritten) or is_disk_full(e):  # a full disk: not a bug, and nothing to write to
+        # a full disk: not a bug, and nothing to write to (a RecordNotWritten is an OSError)
+        if isinstance(e, OSError) and (isinstance(e, RecordNotWritten) or is_disk_full(e)):
             record = not_recorded(spec, overrides, sweep, e)
             incomplete.append(f"{' '.join(overrides) or '(defaults)'}: {record.reason}")
         else:

@@ -21,6 +21,18 @@ from sweeper.results.sweepdir import SweepDir, open_sweep
 incomplete: list[str] = []
 
 
+def plain_node(node: Any, *, resolve: bool = True, enum_to_str: bool = False) -> dict[str, Any]:
+    """A mapping node of a composed config (``cluster``, ``wandb``, ``hydra.sweeper.params``) as a plain dict.
+
+    Raises:
+        TypeError: the node is not a mapping (a list, a string).
+    """
+    data = OmegaConf.to_container(node, resolve=resolve, enum_to_str=enum_to_str)
+    if not isinstance(data, dict):
+        raise TypeError(f"not a mapping node: {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
 def grid_size(config: DictConfig) -> int | None:
     """Number of points Hydra's basic sweeper will launch (CLI sweep overrides x ``hydra.sweeper.params``), or
     None when it cannot be computed (another sweeper plugin)."""
@@ -29,7 +41,7 @@ def grid_size(config: DictConfig) -> int | None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         params = config.hydra.sweeper.get("params")
-        params = OmegaConf.to_container(params, resolve=False) if params else {}
+        params = plain_node(params, resolve=False) if params else {}
         args = [f"{k}={v}" for k, v in params.items()] + task_overrides(config.hydra)
         parsed = OverridesParser.create().parse_overrides(args)
         return sum(len(b) for b in BasicSweeper.split_arguments(parsed, None))
@@ -41,7 +53,7 @@ def wandb_node(config: DictConfig) -> dict[str, Any] | None:
     """The ``wandb`` node (mode, project, entity) as plain data, for ``sweep.json``; None when the config has none."""
     if "wandb" not in config:
         return None
-    return OmegaConf.to_container(config.wandb, resolve=True, enum_to_str=True)
+    return plain_node(config.wandb, enum_to_str=True)
 
 
 class ReportCallback(Callback):
@@ -65,7 +77,7 @@ class ReportCallback(Callback):
         spec = from_config(config)
         launcher = config.launcher.name if "launcher" in config else "local"
         try:
-            check(spec, target_for(spec, launcher, OmegaConf.to_container(config.cluster, resolve=True)))
+            check(spec, target_for(spec, launcher, plain_node(config.cluster)))
         except InvalidPoint as e:
             print(f"sweeper: {e.status} point ({', '.join(e.keys)}): {e}", file=sys.stderr)
             sys.exit(2)
