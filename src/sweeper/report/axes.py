@@ -56,10 +56,12 @@ def grid_of(df: pd.DataFrame) -> Grid:
         column = [None if missing(v) else v for v in rows[k].drop_duplicates().tolist()]
         if all(v is None for v in column):
             continue
-        vals = _distinct_plain(column)
-        if vals is None:  # values other than str/int/float/bool/None: tell them apart by their JSON
-            vals = {json.dumps(v, sort_keys=True, default=str): v for v in column}
-        values = sorted(vals.values(), key=lambda v: (v is None, _sort_key(v)))
+        plain = _distinct_plain(column)
+        if plain is not None:
+            distinct = list(plain.values())
+        else:  # values other than str/int/float/bool/None: tell them apart by their JSON
+            distinct = list({json.dumps(v, sort_keys=True, default=str): v for v in column}.values())
+        values = sorted(distinct, key=lambda v: (v is None, _sort_key(v)))
         if k == DERIVED:
             grid.derived[k] = values
         elif len(values) == 1:

@@ -68,12 +68,12 @@ def build_report(
     table = frame_to_arrow(df)
     write_atomic(sweep.results_parquet, lambda p: _write_parquet(table, p))
     png = sweep.frontier_png
-    if draw_png:
+    if draw_png and data is not None:  # data is None only when neither plot is drawn
         write_atomic(png, lambda p: plot_png(data, p))
     else:  # a lone point has no frontier to draw (and skips matplotlib); an older drawing would be stale
         png.unlink(missing_ok=True)
     # a single point: no plotly figure (nothing to compare; report.html says so)
-    write_text_atomic(sweep.report_html, render_html(doc, plot_html(data) if interactive else ""))
+    write_text_atomic(sweep.report_html, render_html(doc, plot_html(data) if interactive and data is not None else ""))
     md = sweep.report_md
     write_text_atomic(md, render_markdown(doc))
     return md

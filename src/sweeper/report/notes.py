@@ -86,10 +86,10 @@ def method_notes(df: pd.DataFrame, mem_unit: str = "GiB") -> list[str]:
     ]
 
 
-def _pct(frac: object) -> str:
+def _pct(frac: float | None) -> str:
     """A fraction in percent for a sentence: ``0.234`` -> ``23``, ``1.5`` -> ``150``, ``0.012`` -> ``1.2``,
-    ``0.05`` -> ``5``; "—" if missing."""
-    if missing(frac):
+    ``0.05`` -> ``5``; "—" if missing (None, NaN, or a table's ``pd.NA``)."""
+    if frac is None or missing(frac):
         return num(frac)
     x = float(frac) * 100
     return f"{x:.0f}" if x >= 9.95 or round(x, 1) == round(x) else f"{x:.1f}"

@@ -67,9 +67,9 @@ class PlotData:
         unit: "GiB" or "MiB".
         predicted: the ok points with both predicted numbers: measured ``x``, ``y``, predicted ``px`` (``unit``),
             ``py`` (tokens/s/device), and a ``hover`` text; empty when nothing was predicted.
-        x_max: the right end of the x axis, in ``unit`` (:func:`axis_limits`; both axes start at 0).
-        y_max: the top of the throughput axis, in tokens/s per device (:func:`axis_limits`).
         interval: what the error bars are (:func:`interval_label`), for the legend and the title.
+        x_max: the right end of the x axis, in ``unit`` (:func:`axis_limits`; both axes start at 0); computed.
+        y_max: the top of the throughput axis, in tokens/s per device (:func:`axis_limits`); computed.
     """
 
     ok: pd.DataFrame
@@ -78,15 +78,12 @@ class PlotData:
     devices: list[tuple[str, float]]
     unit: str = "GiB"
     predicted: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["x", "y", "px", "py", "hover"]))
-    x_max: float | None = None
-    y_max: float | None = None
     interval: str = "95 % CI of the median step time"
+    x_max: float = field(init=False)
+    y_max: float = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.x_max is None or self.y_max is None:
-            x_max, y_max = axis_limits(self.ok, self.predicted, self.edge)
-            self.x_max = x_max if self.x_max is None else self.x_max
-            self.y_max = y_max if self.y_max is None else self.y_max
+        self.x_max, self.y_max = axis_limits(self.ok, self.predicted, self.edge)
 
     @property
     def xlabel(self) -> str:
@@ -237,7 +234,7 @@ def plot_data(
     """The points of ``df`` for the plots: labels from the swept ``axes``, device-memory lines from
     ``device_mem_gib`` ((label, GiB) pairs; when there are none and capacity planning judged every point against
     one capacity, that one), memory in ``unit`` ((name, bytes); by default :func:`mem_unit` of ``df``)."""
-    unit, scale = unit or mem_unit(df)
+    unit_name, scale = unit or mem_unit(df)
     y = pd.to_numeric(df["tokens_per_s_per_device"], errors="coerce")
     x = pd.to_numeric(df["peak_mem_bytes"], errors="coerce").astype(float) / scale
     measured = (df["status"] == "ok") & x.notna() & y.notna()
@@ -247,7 +244,8 @@ def plot_data(
     devices = [(name, gib * GIB / scale) for name, gib in device_mem_gib]
     capacities = _column(df, "predicted_device_mem_bytes").dropna().unique()
     if not devices and len(capacities) == 1:  # the capacity capacity planning judged every point against
-        devices = [(f"cluster.gpu_mem_gib: {num(capacities[0], scale, 3, zeros=True)} {unit}", capacities[0] / scale)]
+        label = f"cluster.gpu_mem_gib: {num(capacities[0], scale, 3, zeros=True)} {unit_name}"
+        devices = [(label, capacities[0] / scale)]
     px = _column(df, "predicted_peak_bytes") / scale
     py = _column(df, "predicted_tokens_per_s_per_device")
     both = measured & px.notna() & py.notna()
@@ -256,7 +254,7 @@ def plot_data(
     base = pd.DataFrame(
         {
             "label": labels(df, axes),
-            "hover": hovers(df, (unit, scale)),
+            "hover": hovers(df, (unit_name, scale)),
             "status": [
                 s if m else ("ok (no numbers)" if s == "ok" else s) for s, m in zip(df["status"], measured, strict=True)
             ],
@@ -278,7 +276,7 @@ def plot_data(
             "y": y[both],
             "px": px[both],
             "py": py[both],
-            "hover": _predicted_hovers(df[both], px[both], py[both], unit) if both.any() else [],
+            "hover": _predicted_hovers(df[both], px[both], py[both], unit_name) if both.any() else [],
         },
         index=df.index[both],
     )
@@ -287,7 +285,7 @@ def plot_data(
         failed=failed,
         edge=edge,
         devices=devices,
-        unit=unit,
+        unit=unit_name,
         predicted=predicted,
         interval=interval_label(df),
     )

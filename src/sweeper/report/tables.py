@@ -95,9 +95,10 @@ def _any(df: pd.DataFrame, column: str) -> bool:
     return column in df.columns and bool(df[column].notna().any())
 
 
-def signed_pct(v: object) -> str:
-    """A relative error (fraction) in percent with its sign, one decimal: ``0.041`` -> ``+4.1``; "—" if missing."""
-    return MISSING if missing(v) else f"{float(v) * 100:+.1f}"
+def signed_pct(v: float | None) -> str:
+    """A relative error (fraction) in percent with its sign, one decimal: ``0.041`` -> ``+4.1``; "—" if missing
+    (None, NaN, or a table's ``pd.NA``)."""
+    return MISSING if v is None or missing(v) else f"{float(v) * 100:+.1f}"
 
 
 def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None) -> pd.DataFrame:
