@@ -234,3 +234,21 @@ def test_terminal_summary_states_the_error_and_the_pruned_points():
     assert lines[0].startswith("Predicted vs measured: peak memory: median |error| 17.5 %")
     assert lines[-1].startswith("Pruned: 1 point(s) predicted not to fit")
     assert summary_lines(records_to_frame([ok("aaaa00000009", 1, 1.0, 1, None)]), []) == []
+
+
+def test_the_calibration_line_gives_the_efficiency_its_spread_and_peak_source_and_the_reuse_command():
+    from sweeper.capacity.calibrate import Calibration
+    from sweeper.report.predicted import calibration_line
+
+    df = pd.DataFrame({"model": ["tiny", "tiny"], "seq_len": [128, 256]})
+    line = calibration_line(Calibration(0.3712, 2, 0.31, 0.42, "datasheet"), df)
+    assert line == (
+        "plan.efficiency=0.37 calibrated on 2 ok points (p10-p90 0.31-0.42; peak: datasheet); "
+        "reuse: python -m sweeper.plan model=tiny plan.efficiency=0.37"
+    )
+    one = calibration_line(Calibration(0.0043, 1, float("nan"), 0.0043, ""), df)
+    assert (
+        one
+        == "plan.efficiency=0.0043 calibrated on 1 ok point; reuse: python -m sweeper.plan model=tiny plan.efficiency=0.0043"
+    )
+    assert calibration_line(None, df) is None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -25,6 +25,9 @@ from sweeper.report.md import code, escape, one_line
 from sweeper.report.tables import APART
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
+
+if TYPE_CHECKING:
+    from sweeper.capacity.calibrate import Calibration
 
 #: (what, relative-error column) of each prediction compared with a measurement.
 ERROR_COLUMNS = (
@@ -94,7 +97,7 @@ def has_predictions(df: pd.DataFrame) -> bool:
     return bool(len(df)) and any(df[c].notna().any() for c in cols)
 
 
-def calibration(records: Sequence[Record]) -> Any | None:
+def calibration(records: Sequence[Record]) -> Calibration | None:
     """:func:`sweeper.capacity.calibrate.calibrated_efficiency` of ``records`` (efficiency, n, p10, p90, ...), or None
     when there is nothing to calibrate on or the calibration cannot run (never raises: the report must be written)."""
     try:
@@ -122,25 +125,23 @@ def reuse_command(df: pd.DataFrame, efficiency: float) -> str:
     return " ".join(parts)
 
 
-def calibration_parts(cal: Any, df: pd.DataFrame) -> tuple[str, str] | None:
+def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, str] | None:
     """(``plan.efficiency=0.NN calibrated on N ok points (p10-p90 a-b; peak: <source>)``, the
     ``python -m sweeper.plan`` command that reuses it), plain text; None without a calibration."""
-    if cal is None or getattr(cal, "efficiency", None) is None:
+    if cal is None:
         return None
     e = float(cal.efficiency)
-    n = int(getattr(cal, "n", 0) or 0)
-    spread = getattr(cal, "spread", None) or (getattr(cal, "p10", None), getattr(cal, "p90", None))
     about = []
-    if len(spread) == 2 and not any(missing(x) for x in spread):
-        about.append(f"p10-p90 {efficiency_value(spread[0])}-{efficiency_value(spread[1])}")
-    if getattr(cal, "peak_source", None):
+    if not missing(cal.p10) and not missing(cal.p90):
+        about.append(f"p10-p90 {efficiency_value(cal.p10)}-{efficiency_value(cal.p90)}")
+    if cal.peak_source:
         about.append(f"peak: {one_line(cal.peak_source)}")
     span = f" ({'; '.join(about)})" if about else ""
-    plural = "s" if n != 1 else ""
-    return f"plan.efficiency={efficiency_value(e)} calibrated on {n:,} ok point{plural}{span}", reuse_command(df, e)
+    plural = "s" if cal.n != 1 else ""
+    return f"plan.efficiency={efficiency_value(e)} calibrated on {cal.n:,} ok point{plural}{span}", reuse_command(df, e)
 
 
-def calibration_line(cal: Any, df: pd.DataFrame) -> str | None:
+def calibration_line(cal: Calibration | None, df: pd.DataFrame) -> str | None:
     """``plan.efficiency=0.NN calibrated on N ok points (p10-p90 a-b); reuse: python -m sweeper.plan ...``, plain
     text; None without a calibration."""
     parts = calibration_parts(cal, df)
