@@ -11,16 +11,20 @@ drawn with ``parse_math=False`` (no mathtext from ``$...$`` in a name); matplotl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from sweeper.units import GIB
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 #: Marker per gc value; colour per engine (matplotlib's tab10 cycle, in the plan's order).
 _GC_MARKER = {False: "o", True: "^"}
 
 
-def plan_figure(df: pd.DataFrame, devices: list[tuple[str, float]]) -> object:
+def plan_figure(df: pd.DataFrame, devices: list[tuple[str, float]]) -> Figure:
     """The plot as a matplotlib ``Figure`` (no global backend change): a colour per engine, a marker per gc value,
     filled when the point fits, hollow when it does not, grey-edged when unknown; one dashed line per device.
 
