@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -38,6 +38,7 @@ from sweeper.tracking.settings import WandbSettings
 
 if TYPE_CHECKING:
     import wandb_workspaces.reports.v2 as wr
+    from wandb_workspaces.reports.v2.interface import PanelTypes, TextLike
 
 #: The ``format`` key of ``wandb_report.json``.
 FORMAT = "sweeper.wandb_report/1"
@@ -281,7 +282,7 @@ def build_report(plan: ReportPlan, entity: str | None = None) -> wr.Report:
         wr.ParallelCoordinatesPlotColumn(metric=throughput, display_name="tokens/s per device"),
         wr.ParallelCoordinatesPlotColumn(metric=memory, display_name=f"peak memory ({plan.memory_unit})"),
     ]
-    panels = [
+    panels: list[PanelTypes] = [
         wr.ScatterPlot(title=plan.scatter_title, x=memory, y=throughput, layout=wr.Layout(x=0, y=0, w=12, h=8)),
         wr.ParallelCoordinatesPlot(
             title="Grid axes → tokens/s per device, peak memory",
@@ -290,7 +291,7 @@ def build_report(plan: ReportPlan, entity: str | None = None) -> wr.Report:
         ),
         wr.RunComparer(diff_only="split", layout=wr.Layout(x=0, y=8, w=24, h=10)),
     ]
-    text = [wr.InlineCode(t) if is_code else t for t, is_code in paragraph(plan)]
+    text: list[TextLike] = [wr.InlineCode(t) if is_code else t for t, is_code in paragraph(plan)]
     return wr.Report(
         project=plan.project,
         entity=entity,
@@ -321,16 +322,19 @@ def check_offline(report: wr.Report, sweep_id: str) -> list[dict[str, Any]]:
         if not isinstance(block, wr.PanelGrid):
             continue
         for rs in block.runsets:
+            # Runset.filters is annotated with what it accepts (a string, FilterExprs, Or, And), but its validator
+            # (convert_filterexpr_list_to_string) stores every one as its string: the annotation is too wide
+            filters = cast(str, rs.filters)
             try:
-                v2 = expr.filters_tree_to_v2(expr.expr_to_filters(rs.filters))
+                v2 = expr.filters_tree_to_v2(expr.expr_to_filters(filters))
             except (SyntaxError, ValueError) as e:
-                raise ValueError(f"run set {rs.name!r}: filter {rs.filters!r} does not parse: {e}") from None
+                raise ValueError(f"run set {rs.name!r}: filter {filters!r} does not parse: {e}") from None
             groups = [f.get("value") for f in v2["filters"] if f.get("key", {}).get("name") == "group"]
             if groups != [sweep_id]:
                 raise ValueError(
                     f"sweep id {sweep_id!r} cannot be written as a W&B run filter (it parses back as {groups!r})"
                 )
-            out.append({"name": rs.name, "filters": rs.filters, "filters_v2": v2})
+            out.append({"name": rs.name, "filters": filters, "filters_v2": v2})
         for panel in block.panels:
             panel._to_model()
     return out
