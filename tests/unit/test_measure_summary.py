@@ -6,6 +6,8 @@ import pytest
 
 from sweeper.failures.attribution import _signal_from_log
 from sweeper.results.metrics import step_statistics
+from sweeper.results.outcome import summarize_ranks
+from tests.unit.specs import make_spec
 
 # torchrun's summary when rank 1 was SIGKILLed and rank 0 then failed in a collective (observed first)
 TORCHRUN_SUMMARY = """
@@ -40,3 +42,10 @@ def test_the_killed_rank_is_the_cause_even_when_torchrun_observed_the_survivor_f
 def test_sigterm_alone_is_reported_as_sigterm():
     assert _signal_from_log("  traceback : Signal 15 (SIGTERM) received by PID 7") == "SIGTERM"
     assert _signal_from_log("nothing here") is None
+
+
+def test_an_unknown_exit_code_is_a_failure_not_a_crash_of_the_summary():
+    """``finish(returncode=None)`` ("None if unknown") reaches the status decision: no ``None < 0``."""
+    out = summarize_ranks(make_spec(), [], returncode=None, timed_out=False, log_tail="")
+    assert out["status"] == "error" and out["reason"]
+    assert out["failure"]["exit_code"] is None
