@@ -6,6 +6,8 @@ names and types come from the installed transformers through the real helper sub
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sweeper.config.target import Target
@@ -302,3 +304,13 @@ def test_fsdp_cpu_offload_runs_on_gpus_and_is_unsupported_on_cpu():
 def test_bf16_on_an_old_gpu_is_unsupported_naming_the_cluster_gpu():
     e = refusal(Target("slurm", "cuda", "Tesla V100-SXM2-32GB", VERSIONS), precision="bf16")
     assert e.rule == "H03" and set(e.keys) == {"precision", "cluster.gpu_name"}
+
+
+def test_timed_steps_auto_in_a_spec_made_by_hand_is_refused_not_compared_with_3():
+    """``from_config`` turns ``timed_steps=auto`` into ``timed_auto`` and the cap; a spec that still holds ``"auto"``
+    (``PointSpec.from_dict`` of a hand-made spec) is refused by G03 instead of raising ``TypeError``."""
+    hand_made = replace(spec(), timed_steps="auto")
+    assert not hand_made.timed_auto
+    with pytest.raises(InvalidPoint) as e:
+        check(hand_made, CPU)
+    assert (e.value.rule, e.value.keys) == ("G03", ("timed_steps",))

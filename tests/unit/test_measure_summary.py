@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sweeper.failures.attribution import _signal_from_log
-from sweeper.results.metrics import step_statistics
+from sweeper.results.metrics import metrics_from_ranks, step_statistics
+from sweeper.results.outcome import summarize_ranks
+from tests.unit.specs import make_spec
 
 # torchrun's summary when rank 1 was SIGKILLed and rank 0 then failed in a collective (observed first)
 TORCHRUN_SUMMARY = """
@@ -40,3 +42,19 @@ def test_the_killed_rank_is_the_cause_even_when_torchrun_observed_the_survivor_f
 def test_sigterm_alone_is_reported_as_sigterm():
     assert _signal_from_log("  traceback : Signal 15 (SIGTERM) received by PID 7") == "SIGTERM"
     assert _signal_from_log("nothing here") is None
+
+
+def test_an_unknown_exit_code_is_a_failure_not_a_crash_of_the_summary():
+    """``finish(returncode=None)`` ("None if unknown") reaches the status decision: no ``None < 0``."""
+    out = summarize_ranks(make_spec(), [], returncode=None, timed_out=False, log_tail="")
+    assert out["status"] == "error" and out["reason"]
+    assert out["failure"]["exit_code"] is None
+
+
+def test_throughput_of_a_batch_still_auto_is_refused_by_name_not_computed_from_the_text():
+    """``per_device_batch_size=auto`` is measured at the batch found (``spec.with_batch``); a spec still holding
+    ``"auto"`` must not multiply the string (``"auto" * seq_len``)."""
+    ranks = [{"rank": 0, "step_times_s": [0.1, 0.2, 0.3]}]
+    with pytest.raises(ValueError, match="per_device_batch_size='auto'"):
+        metrics_from_ranks(make_spec(per_device_batch_size="auto"), ranks)
+    assert metrics_from_ranks(make_spec(per_device_batch_size="auto").with_batch(2), ranks)["samples_per_s"] > 0

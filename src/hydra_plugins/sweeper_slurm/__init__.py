@@ -23,4 +23,6 @@ class SweeperBasicSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         from sweeper.config.compose import compose_points
 
+        if self.hydra_context is None or self.config is None:  # set by Hydra's setup() before any sweep
+            raise RuntimeError("SweeperBasicSweeper.validate_batch_is_legal called before setup()")
         compose_points(self.hydra_context.config_loader, self.config, batch)

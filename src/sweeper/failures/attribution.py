@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from sweeper.failures import reasons
@@ -23,23 +24,34 @@ from sweeper.failures.classify import classify
 from sweeper.failures.phase import PHASES
 from sweeper.failures.text import first_line
 
-#: A parsed rank file (:class:`sweeper.results.rankfile.RankFile`).
-RankFile = dict[str, Any]
+#: A parsed rank file, read only (:class:`sweeper.results.rankfile.RankFile`, a TypedDict, is one).
+RankFile = Mapping[str, Any]
 
 
 class PointShape(Protocol):
     """What the decision reads of a point (:class:`sweeper.config.spec.PointSpec` has it all)."""
 
-    #: ranks (nodes x ranks per node).
-    world_size: int
-    #: the point's wall-clock budget, seconds.
-    timeout_s: float
-    #: optimizer steps asked for (warm-up + timed + memory + profile; under ``timed_steps=auto`` the timed cap).
-    total_steps: int
-    #: optimizer steps of the memory window.
-    memory_steps: int
-    #: optimizer steps of the profile window.
-    profile_steps: int
+    # read-only (properties): a frozen dataclass's fields and its properties both match
+
+    @property
+    def world_size(self) -> int:
+        """Ranks (nodes x ranks per node)."""
+
+    @property
+    def timeout_s(self) -> float:
+        """The point's wall-clock budget, seconds."""
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps asked for (warm-up + timed + memory + profile; under ``timed_steps=auto`` the timed cap)."""
+
+    @property
+    def memory_steps(self) -> int:
+        """Optimizer steps of the memory window."""
+
+    @property
+    def profile_steps(self) -> int:
+        """Optimizer steps of the profile window."""
 
     def to_dict(self) -> dict[str, Any]:
         """The point as plain data (what :func:`~sweeper.failures.classify.classify` matches known failures on)."""
@@ -57,7 +69,7 @@ def steps_planned(spec: PointShape, rank: RankFile) -> int:
 _KIND_RANK = {"checkpoint-recompute": 0, "incompatible": 0, "config": 1, "import": 1, "runtime": 2}
 
 
-def _root_failure(ranks: list[RankFile], spec: PointShape, versions: dict[str, str]):
+def _root_failure(ranks: Sequence[RankFile], spec: PointShape, versions: dict[str, str]):
     """The failure that explains the point: an OOM or a label mismatch first, then a specific error, and a
     collective error (usually a symptom of another rank dying) last."""
     best = None
@@ -124,7 +136,7 @@ def _steps_completed(rank: RankFile, steps: dict[int, int]) -> int | None:
     return steps.get(who) if isinstance(who, int) else None
 
 
-def _early_ranks(spec: PointShape, ranks: list[RankFile], steps: dict[int, int]) -> dict[int, int]:
+def _early_ranks(spec: PointShape, ranks: Sequence[RankFile], steps: dict[int, int]) -> dict[int, int]:
     """Ranks that ended ``ok`` with fewer optimizer steps than they were to run (:func:`steps_planned`: they left
     training early)."""
     early: dict[int, int] = {}
@@ -137,9 +149,9 @@ def _early_ranks(spec: PointShape, ranks: list[RankFile], steps: dict[int, int])
 
 def decide_status(
     spec: PointShape,
-    ranks: list[RankFile],
+    ranks: Sequence[RankFile],
     *,
-    returncode: int,
+    returncode: int | None,
     timed_out: bool,
     log_tail: str,
     steps: dict[int, int] | None = None,
@@ -148,7 +160,8 @@ def decide_status(
 
     Args:
         ranks: the parsed ``rank<r>.json`` files (possibly fewer than the world size if a rank died hard).
-        returncode: the rank launcher's exit code. timed_out: the point ran past ``spec.timeout_s``.
+        returncode: the rank launcher's exit code, None if unknown (never taken for a clean exit).
+            timed_out: the point ran past ``spec.timeout_s``.
         log_tail: the end of the ranks' combined log, kept for failures no rank could report.
         steps: rank -> optimizer steps finished, from the ``rank<r>.step`` files
             (:func:`sweeper.results.rankfile.read_rank_steps`): says at which step a rank killed by a signal died.
@@ -183,7 +196,7 @@ def decide_status(
         out.update(status="ok", reason=None)
         return out
     root = _root_failure(ranks, spec, library_versions())
-    sig = _signal_from_log(log_tail) or (f"Signal {-returncode}" if returncode < 0 else None)
+    sig = _signal_from_log(log_tail) or (f"Signal {-returncode}" if returncode is not None and returncode < 0 else None)
     reported = {r.get("rank") for r in ranks}
     missing = [r for r in range(spec.world_size) if r not in reported]
     died = bool(missing) and sig is not None
@@ -194,7 +207,8 @@ def decide_status(
             return out
         c = classify(
             sig or "RankExit",
-            f"rank launcher exited with code {returncode} and no rank reported an exception",
+            f"rank launcher exited with {'an unknown code' if returncode is None else f'code {returncode}'} and no "
+            "rank reported an exception",
             log_tail,
         )
         failure = {**c.details, "exit_code": returncode, "log_tail": log_tail[-3000:]}

@@ -61,8 +61,8 @@ def search_batch(prepared: Prepared) -> Found | Record:
     budget = write_budget(pdir, prepared.target)
     state = _initial_state(pdir, prepared, budget["capacity_bytes"])
     t0 = time.perf_counter()
-    while not state.done:
-        batch = state.next_batch()[0]
+    while (trial := state.next_batch()) is not None:  # None once the search is done
+        batch = trial[0]
         _clear(pdir)
         state.launches += 1
         state.write(pdir)

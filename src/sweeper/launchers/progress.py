@@ -285,8 +285,9 @@ def summary_line(
     parts = [_label(index, total, overrides), record.status]
     if record.status == "ok":
         parts.append(f"{m.get('tokens_per_s_per_device', 0):,.0f} tokens/s/device")
-        if m.get("peak_mem_bytes") is not None:
-            parts.append(f"peak {m['peak_mem_bytes'] / MIB:,.1f} MiB")
+        peak = m.get("peak_mem_bytes")
+        if peak is not None:
+            parts.append(f"peak {peak / MIB:,.1f} MiB")
     else:
         parts.append(record.reason or "")
     if record.wall_time_s is not None:

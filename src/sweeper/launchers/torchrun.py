@@ -227,7 +227,7 @@ def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: P
     Raises:
         subprocess.TimeoutExpired: past ``wait_s``.
     """
-    deadline = None if wait_s is None else time.monotonic() + wait_s
+    start = time.monotonic()
     shown = float("-inf")
     prefetch = not search  # a measured point's ranks leave rank files; a search trial's are read at once anyway
     while True:
@@ -238,9 +238,11 @@ def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: P
         if prefetch and _rank_files_written(pdir, spec.world_size):
             prefetch_imports()
             prefetch = False
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            raise subprocess.TimeoutExpired(proc.args, wait_s)
+        left: float | None = None
+        if wait_s is not None:
+            left = start + wait_s - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, wait_s)
         poll = PREFETCH_POLL_S if prefetch else progress.POLL_S
         try:
             returncode = proc.wait(timeout=poll if left is None else min(poll, left))

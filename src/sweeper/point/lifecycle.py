@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, replay_command
@@ -156,7 +156,8 @@ def predicted_for(spec: PointSpec, target: Target, metrics: dict[str, Any] | Non
     return out
 
 
-def _positive(x: Any) -> bool:
+def _positive(x: object) -> TypeGuard[float]:
+    """``x`` is a finite number above 0 (an int or a float, not a bool)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
@@ -360,5 +361,5 @@ def internal_error(
         if not path.exists():
             write(sweep, record)
     except OSError as e:
-        record.reason += f"; the record could not be written to {path.parent}: {e}"
+        record.reason = f"{record.reason}; the record could not be written to {path.parent}: {e}"
     return record

@@ -40,8 +40,9 @@ def write_error_text(exc: OSError) -> str:
     return f"{what} in {where}" if where is not None else what
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` on a temporary path in ``path``'s folder, fsync it, then rename it onto ``path``.
+def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
+    """Call ``write(tmp)`` on a temporary path in ``path``'s folder (what it returns is ignored), fsync it, then
+    rename it onto ``path``.
 
     Raises:
         whatever ``write`` or the filesystem raises (``OSError`` for a full disk, its ``filename`` set to ``path``

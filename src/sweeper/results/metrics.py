@@ -35,14 +35,15 @@ from typing import Any
 from sweeper.config.spec import PointSpec
 from sweeper.results.mfu import Peak, flops_per_token, mfu
 from sweeper.results.rankfile import RankFile
+from sweeper.results.record import RecordMetrics
 from sweeper.results.stats import median_ci
 
 
-def summarize_step_times(times_s: list[float]) -> dict[str, float]:
+def summarize_step_times(times_s: list[float]) -> RecordMetrics:
     """Median, p10 and p90 of step times in seconds (deciles by linear interpolation between order statistics,
     ``statistics.quantiles(method="inclusive")``, numpy's default)."""
     if len(times_s) == 1:
-        return dict.fromkeys(("step_time_s_median", "step_time_s_p10", "step_time_s_p90"), times_s[0])
+        return {"step_time_s_median": times_s[0], "step_time_s_p10": times_s[0], "step_time_s_p90": times_s[0]}
     deciles = statistics.quantiles(times_s, n=10, method="inclusive")
     return {
         "step_time_s_median": statistics.median(times_s),
@@ -56,7 +57,7 @@ def _max(values: list[Any]) -> Any:
     return max(vals) if vals else None
 
 
-def step_time_ci(times_s: list[float]) -> dict[str, float]:
+def step_time_ci(times_s: list[float]) -> RecordMetrics:
     """The 95 % confidence interval of the median step time (:func:`sweeper.results.stats.median_ci`: order
     statistics, distribution-free; Conover, *Practical Nonparametric Statistics*, 3.2).
 
@@ -74,7 +75,7 @@ def step_time_ci(times_s: list[float]) -> dict[str, float]:
     }
 
 
-def step_statistics(per_rank_times_s: list[list[float]]) -> dict[str, float] | None:
+def step_statistics(per_rank_times_s: list[list[float]]) -> RecordMetrics | None:
     """Median/p10/p90 and the median's 95 % interval (seconds, :func:`step_time_ci`) of the per-step max over
     ranks, and ``timed_steps`` (the steps timed by every rank); None when no rank timed a step."""
     lists = [t for t in per_rank_times_s if t]
@@ -120,12 +121,17 @@ def contention_warn_frac(spec: PointSpec) -> float:
     return float(spec.timing.contention_warn_frac)
 
 
-def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any]:
-    """The point's metrics (see the module docstring for each definition and unit)."""
+def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> RecordMetrics:
+    """The point's metrics (see the module docstring for each definition and unit).
+
+    Raises:
+        ValueError: a spec whose ``per_device_batch_size`` is still ``auto`` when a rank timed steps
+            (:attr:`~sweeper.config.spec.PointSpec.micro_batch`: measure at the batch found, ``spec.with_batch``).
+    """
     world = spec.world_size
-    m: dict[str, Any] = {"warmup_steps_dropped": spec.warmup_steps}
+    m: RecordMetrics = {"warmup_steps_dropped": spec.warmup_steps}
     stats = step_statistics([r.get("step_times_s") or [] for r in ranks])
-    stops = {r.get("timed_stop") for r in ranks if r.get("timed_stop")}
+    stops = {s for s in (r.get("timed_stop") for r in ranks) if s}
     if stops:
         m["timed_stop"] = stops.pop() if len(stops) == 1 else "mixed"  # one rule on one list: never mixed
     frac = runqueue_wait_frac(ranks)
@@ -135,12 +141,12 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any]
     if stats:
         m.update(stats)
         med = stats["step_time_s_median"]
-        tokens_per_step = spec.per_device_batch_size * spec.seq_len * spec.grad_accum * world
+        tokens_per_step = spec.micro_batch * spec.seq_len * spec.grad_accum * world
         m["tokens_per_step"] = tokens_per_step
         m["tokens_per_s"] = tokens_per_step / med
         m["tokens_per_s_per_device"] = m["tokens_per_s"] / world
-        m["samples_per_s"] = spec.per_device_batch_size * spec.grad_accum * world / med
-    r0 = next((r for r in ranks if r.get("rank") == 0), ranks[0] if ranks else {})
+        m["samples_per_s"] = spec.micro_batch * spec.grad_accum * world / med
+    r0 = next((r for r in ranks if r.get("rank") == 0), ranks[0] if ranks else RankFile())
     model = r0.get("model")
     if model:
         m["param_count"] = model["param_count"]
@@ -171,12 +177,13 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any]
     else:
         m["peak_mem_bytes"] = _max([x.get("tensor_peak_bytes") for x in mems])
         m["peak_mem_kind"] = "cpu_tensor_bytes_memtracker" if m["peak_mem_bytes"] is not None else None
-        breakdowns = [x.get("tensor_peak_breakdown_bytes") for x in mems if x.get("tensor_peak_breakdown_bytes")]
+        breakdowns = [b for b in (x.get("tensor_peak_breakdown_bytes") for x in mems) if b]
         if breakdowns:
             m["peak_mem_breakdown_bytes"] = max(breakdowns, key=lambda b: sum(b.values()))
     m["rss_peak_bytes"] = _max([x.get("rss_peak_bytes") for x in mems])
-    for key in ("param_bytes", "grad_bytes", "optimizer_state_bytes"):
-        m[f"{key}_per_rank"] = _max([x.get(key) for x in mems])
+    m["param_bytes_per_rank"] = _max([x.get("param_bytes") for x in mems])
+    m["grad_bytes_per_rank"] = _max([x.get("grad_bytes") for x in mems])
+    m["optimizer_state_bytes_per_rank"] = _max([x.get("optimizer_state_bytes") for x in mems])
     losses = r0.get("losses") or []
     if losses:
         m["loss_first"], m["loss_last"] = losses[0], losses[-1]
@@ -195,7 +202,8 @@ def step_window(spec: PointSpec, step: int, timed_stop: int | None = None) -> st
     ``timed_stop``: where the timed window really ended (the ``stop`` of a rank file's ``timed_window``, 0-based
     exclusive, i.e. the 1-based number of its last step), for ``timed_steps=auto``; None: the spec's counts
     (``timed_steps``, the cap under auto)."""
-    timed = spec.timed_steps if timed_stop is None else timed_stop - spec.warmup_steps
+    # a spec past the gate holds an int (under auto: the cap); int() as in PointSpec.total_steps
+    timed = int(spec.timed_steps) if timed_stop is None else timed_stop - spec.warmup_steps
     end = 0
     for name, count in zip(WINDOWS, (spec.warmup_steps, timed, spec.memory_steps, spec.profile_steps), strict=True):
         end += count
@@ -204,11 +212,17 @@ def step_window(spec: PointSpec, step: int, timed_stop: int | None = None) -> st
     return None
 
 
+def _rank_order(rank: RankFile) -> int:
+    """Sort key of a rank file: its rank, a file without one last."""
+    r = rank.get("rank")
+    return r if isinstance(r, int) else 1 << 30
+
+
 def timed_window_stop(ranks: list[RankFile]) -> int | None:
     """Where the timed window ended (0-based exclusive step index, from the ranks' ``timed_window``: the same on
     every rank; the lowest reporting rank's), or None when no rank says (older rank files, or the window never
     ended)."""
-    for r in sorted(ranks, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 1 << 30):
+    for r in sorted(ranks, key=_rank_order):
         w = r.get("timed_window")
         if isinstance(w, list) and len(w) == 2 and isinstance(w[1], int):
             return w[1]
@@ -253,7 +267,7 @@ def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] 
     n = max((len(w) for w in walls), default=0)
     if n == 0:
         return None
-    r0 = min(ranks, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 1 << 30)
+    r0 = min(ranks, key=_rank_order)
     losses = _losses_by_step(r0)
     steps = list(range(1, n + 1))
     kinds = [s.get("mem_kind") for s in per_rank if s.get("mem_kind")]

@@ -18,7 +18,7 @@ def summarize_ranks(
     spec: PointSpec,
     ranks: list[RankFile],
     *,
-    returncode: int,
+    returncode: int | None,
     timed_out: bool,
     log_tail: str,
     steps: dict[int, int] | None = None,
@@ -27,7 +27,7 @@ def summarize_ranks(
 
     Args:
         ranks: the parsed ``rank<r>.json`` files (possibly fewer than the world size if a rank died hard).
-        returncode: the rank launcher's exit code. timed_out: the point ran past ``spec.timeout_s``.
+        returncode: the rank launcher's exit code, None if unknown. timed_out: the point ran past ``spec.timeout_s``.
         log_tail: the end of the ranks' combined log, kept for failures no rank could report.
         steps: rank -> optimizer steps finished, from the ``rank<r>.step`` files
             (:func:`sweeper.results.rankfile.read_rank_steps`): says at which step a rank killed by a signal died.

@@ -133,8 +133,8 @@ class ModelShape(TypedDict, total=False):
 class RankPeak(TypedDict, total=False):
     """The device peak MFU divides by (``RankFile.peak``, rank 0 when ok)."""
 
-    #: FLOP/s.
-    flops: float
+    #: FLOP/s; None when there is none (a GPU without a datasheet entry for the dtype: ``source`` says so).
+    flops: float | None
     #: where it comes from (a datasheet entry, or how and when it was measured on CPU).
     source: str
 

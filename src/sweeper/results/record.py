@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 #: Every status a point can end in. ``ok`` is the only one with valid throughput numbers.
 STATUSES: tuple[str, ...] = (
@@ -36,6 +36,79 @@ STATUSES: tuple[str, ...] = (
 FINAL_STATUSES: frozenset[str] = frozenset(s for s in STATUSES if s != "pending")
 
 
+class RecordMetrics(TypedDict, total=False):
+    """``Record.metrics``: what a point measured, as :func:`sweeper.results.metrics.metrics_from_ranks` writes it
+    (definitions: that module's docstring) plus the launcher's host-memory numbers. Every key is absent when not
+    measured (a failed point, a CPU point, an older record: ``total=False``, so old records still load)."""
+
+    #: warm-up steps left out of the statistics (the spec's ``warmup_steps``).
+    warmup_steps_dropped: int
+    #: why the timed window ended: ``fixed``, ``ci``, ``cap`` (``mixed`` if the ranks disagreed: never).
+    timed_stop: str
+    #: max over ranks of the training thread's run-queue wait / the timed window's wall time, a fraction.
+    runqueue_wait_frac: float
+    #: ``runqueue_wait_frac`` above ``timing.contention_warn_frac``.
+    contended: bool
+    #: seconds: median, p10 and p90 over the timed steps of the slowest rank's step time.
+    step_time_s_median: float
+    step_time_s_p10: float
+    step_time_s_p90: float
+    #: seconds: the median's 95 % confidence interval (order statistics).
+    step_time_s_ci95_low: float
+    step_time_s_ci95_high: float
+    #: that interval's half-width / the median, a fraction.
+    step_time_ci95_rel: float
+    #: the interval's real coverage, a fraction (below 0.95 for fewer than 6 steps).
+    step_time_ci95_coverage: float
+    #: steps timed by every rank.
+    timed_steps: int
+    #: tokens per optimizer step, all ranks: per_device_batch_size x seq_len x grad_accum x world_size.
+    tokens_per_step: int
+    #: tokens/s, all ranks (tokens_per_step / median step time).
+    tokens_per_s: float
+    #: tokens/s per device.
+    tokens_per_s_per_device: float
+    #: samples/s, all ranks.
+    samples_per_s: float
+    #: the model's parameters (count).
+    param_count: int
+    #: training FLOPs per token (PaLM, :func:`sweeper.results.mfu.flops_per_token`).
+    flops_per_token: float
+    #: TFLOP/s per device (1e12 FLOP/s).
+    tflops_per_device: float
+    #: model FLOPs utilisation, a fraction; None when the device peak is unknown (``mfu_note`` says why).
+    mfu: float | None
+    #: FLOP/s: the device peak MFU divides by; None when unknown.
+    mfu_peak_flops: float | None
+    #: where that peak comes from.
+    mfu_peak_source: str
+    #: why there is no MFU (the peak's source), only when ``mfu`` is None.
+    mfu_note: str
+    #: bytes: max over ranks of the peak memory (``peak_mem_kind`` says which counter); None when none measured.
+    peak_mem_bytes: int | None
+    #: ``cuda_max_allocated`` or ``cpu_tensor_bytes_memtracker``; None without a peak.
+    peak_mem_kind: str | None
+    #: bytes, CUDA: max over ranks of ``torch.cuda.max_memory_reserved``.
+    peak_reserved_bytes: int | None
+    #: bytes, CPU: the largest rank's tensor peak by MemTracker category.
+    peak_mem_breakdown_bytes: dict[str, int]
+    #: bytes: max over ranks of the process's peak RSS.
+    rss_peak_bytes: int | None
+    #: bytes: max over ranks of the parameters, gradients (None under DeepSpeed) and optimizer state a rank holds.
+    param_bytes_per_rank: int | None
+    grad_bytes_per_rank: int | None
+    optimizer_state_bytes_per_rank: int | None
+    #: rank 0's first and last logged training loss.
+    loss_first: float
+    loss_last: float
+    #: the metrics ``Trainer.evaluate()`` returned (rank 0), when evaluation ran.
+    eval: dict[str, Any]
+    #: bytes: the host-memory limit on the sum of the ranks' RSS (local launcher).
+    host_mem_limit_bytes: int
+    #: bytes: the largest sampled sum of the ranks' RSS (local launcher).
+    host_rss_peak_bytes: int
+
+
 @dataclass
 class Record:
     """One grid point's outcome.
@@ -52,7 +125,8 @@ class Record:
             (SLURM accounting) or ``internal`` (a bug of sweeper's own); every kind is a row of ``docs/failures.md``.
         setup: what really ran, verified after the Trainer was set up (world size, wrapper type, compute dtype,
             DeepSpeed stage, checkpointing implementation, ``use_reentrant``).
-        metrics: the measurements (keys carry units: ``step_time_s_median``, ``peak_mem_bytes``, ...).
+        metrics: the measurements (:class:`RecordMetrics`; keys carry units: ``step_time_s_median``,
+            ``peak_mem_bytes``, ...).
         failure: failure details: parsed OOM numbers in bytes, rank, phase (setup/train/eval), step, exception
             type, traceback tail.
         predicted: the memory/time model's numbers for this point (filled by capacity planning).
@@ -76,7 +150,7 @@ class Record:
     reason: str | None = None
     error_kind: str | None = None
     setup: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: RecordMetrics = field(default_factory=RecordMetrics)
     failure: dict[str, Any] | None = None
     predicted: dict[str, Any] | None = None
     env: dict[str, Any] = field(default_factory=dict)

@@ -56,10 +56,11 @@ _SPEC_KEYS.update(("per_device_batch_size", "timed_steps"))  # read by _batch, _
 _AFTER_SPEC = "model.config"  # unknown spec keys go after this family
 
 
-def _step(c: Column) -> tuple[str, str, str | None, str | None, Callable[[Record], Any] | None]:
-    """(name, dtype, record part, key, function): how :func:`row_from_record` reads a column."""
+def _step(c: Column) -> tuple[str, str, str | None, str, Callable[[Record], Any] | None]:
+    """(name, dtype, record part, key, function): how :func:`row_from_record` reads a column (key ``""`` for a
+    function's column)."""
     if callable(c.source):
-        return c.name, c.dtype, None, None, c.source
+        return c.name, c.dtype, None, "", c.source
     part, sep, key = c.source.partition(".")
     return (c.name, c.dtype, part, key, None) if sep else (c.name, c.dtype, None, part, None)
 

@@ -100,7 +100,10 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         )
         return record.status
 
-    def checkpoint(self, payload: dict[str, Any]) -> submitit.helpers.DelayedSubmission | None:
+    # submitit calls it with the job's own arguments (DelayedSubmission._checkpoint_function, typed Optional) and
+    # takes None for "do not requeue" (core/job_environment._checkpoint); only the base class's stub says
+    # (*args, **kwargs) -> DelayedSubmission
+    def checkpoint(self, payload: dict[str, Any]) -> submitit.helpers.DelayedSubmission | None:  # type: ignore[override]
         """USR2 on rank 0: record a timeout (no requeue) or requeue a preempted point (see the module doc)."""
         elapsed = time.time() - self._t0
         limit = payload.get("time_limit_s") or 0

@@ -111,8 +111,8 @@ class SlurmLauncher(Launcher):
 
         assert self.config is not None
         sweep = SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
-        cluster = OmegaConf.to_container(self.config.cluster, resolve=True)
-        launcher = OmegaConf.to_container(self.config.launcher, resolve=True)
+        cluster = _section(self.config, "cluster")
+        launcher = _section(self.config, "launcher")
         if cluster.get("name") in (None, "local"):
             raise InvalidPoint(
                 "launcher=slurm needs cluster=<name> (cluster=dev is the development cluster)", ("cluster",)
@@ -214,6 +214,18 @@ class SlurmLauncher(Launcher):
             if counts.get("pending", 0) == 0:
                 return
             time.sleep(poll_s)
+
+
+def _section(config: DictConfig, key: str) -> dict[str, Any]:
+    """The config's ``key`` section as plain data (resolved).
+
+    Raises:
+        TypeError: the section is not a mapping (``cluster=null``, a list).
+    """
+    plain = OmegaConf.to_container(config[key], resolve=True) if isinstance(config[key], DictConfig) else None
+    if not isinstance(plain, dict):
+        raise TypeError(f"the config's {key} section is {config[key]!r}, not a mapping of keys")
+    return {str(k): v for k, v in plain.items()}
 
 
 def _alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:

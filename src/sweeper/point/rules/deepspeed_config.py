@@ -79,8 +79,8 @@ def _refuse(spec: PointSpec, found: list[tuple[str, Any, Any, tuple[str, ...]]],
         derived = required is not None and (len(keys) > 1 or "." in keys[0])  # not plain key=value: show it
         need = f" (which make it {_show(required)})" if derived else ""
         parts.append(f"deepspeed_config.{path}={_show(value)} contradicts {named}{need}")
-    keys = [f"deepspeed_config.{p}" for p, *_ in found] + [k for *_, ks in found for k in ks]
-    return "; ".join(parts) + f"; {fix}", tuple(dict.fromkeys(keys))
+    involved = [f"deepspeed_config.{p}" for p, *_ in found] + [k for *_, ks in found for k in ks]
+    return "; ".join(parts) + f"; {fix}", tuple(dict.fromkeys(involved))
 
 
 @rule(

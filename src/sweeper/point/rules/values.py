@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 from sweeper.config.schema import ZERO_STAGES, Dtype, Fsdp, Precision, batch_size_error, timed_steps_error
 from sweeper.config.spec import PointSpec, model_max_seq_len
 from sweeper.config.target import Target
 from sweeper.point.gate import rule
 
 
-def _allowed(values: type) -> str:
+def _allowed(values: type[Enum]) -> str:
     return ", ".join(v.value for v in values)
 
 
@@ -53,9 +55,16 @@ def _steps_and_budgets(spec: PointSpec, _: Target):
     bad_steps = timed_steps_error(spec.timed_steps)
     if bad_steps:
         return bad_steps, ("timed_steps",)
-    if not spec.timed_auto and spec.timed_steps < 3:
+    steps = spec.timed_steps
+    if not spec.timed_auto and isinstance(steps, str):  # "auto" in a spec not made by from_config
         return (
-            f"timed_steps={spec.timed_steps} must be at least 3 (median, p10 and p90 of the timed steps)",
+            f"timed_steps={steps} without timed_auto=true: a spec made by hand; give timed_steps=auto on the "
+            "command line (sweeper.config.spec.from_config sets timed_auto and the cap)",
+            ("timed_steps",),
+        )
+    if not spec.timed_auto and isinstance(steps, int) and steps < 3:
+        return (
+            f"timed_steps={steps} must be at least 3 (median, p10 and p90 of the timed steps)",
             ("timed_steps",),
         )
     if spec.timeout_s <= 0:
@@ -87,7 +96,7 @@ def _timing(spec: PointSpec, _: Target):
     for key, v in (("timing.min_timed_steps", low), ("timing.max_timed_steps", high)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 3:
             return f"{key}={v!r} must be an integer of at least 3 (median, p10 and p90 of the timed steps)", (key,)
-    if low > high:
+    if isinstance(high, int) and low > high:  # an int by now (checked above); isinstance for the type checker
         return (
             f"timing.min_timed_steps={low} is above timing.max_timed_steps={high}: the cap must allow the minimum",
             ("timing.min_timed_steps", "timing.max_timed_steps"),
