@@ -32,7 +32,7 @@ ONE_RANK_OVER = "+callbacks=[{_target_:tests.faults.FakeActivationOnOneRank,byte
 
 def _search(run) -> tuple[object, dict]:
     (record,) = run.records()
-    return record, record.setup["batch_search"]
+    return record, record.ran["batch_search"]
 
 
 def exhaustive_scan(point_dir: Path, ranks: int, tmp: Path) -> tuple[int, int, list]:
@@ -149,8 +149,8 @@ def test_under_a_cpu_budget_too_small_for_one_sample_the_fake_gpu_oom_on_cpu_mak
         ["-m", "per_device_batch_size=auto,16", "cluster.gpu_mem_gib=0.002", "ranks_per_node=1", *FAST], tmp_path
     )
     assert run.proc.returncode == 0, run.output[-3000:]
-    searched = next(r for r in run.records() if "batch_search" in r.setup)
-    search = searched.setup["batch_search"]
+    searched = next(r for r in run.records() if "batch_search" in r.ran)
+    search = searched.ran["batch_search"]
     assert searched.status == "oom"
     assert searched.reason.startswith("per_device_batch_size=auto: not even one sample per device fits: batch 1")
     assert search["answer"] == 0 and search["smallest_failing"] == 1
@@ -159,7 +159,7 @@ def test_under_a_cpu_budget_too_small_for_one_sample_the_fake_gpu_oom_on_cpu_mak
     assert not list((run.sweep_dir / "points" / searched.point_id).glob("rank*.json"))  # nothing was measured
 
     fixed = run.by(per_device_batch_size=16)
-    assert fixed.status == "oom" and "batch_search" not in fixed.setup
+    assert fixed.status == "oom" and "batch_search" not in fixed.ran
     assert (fixed.failure["phase"], fixed.failure["step"]) == ("train", 0)  # mid-step, in the first warm-up step
     assert fixed.failure["capacity_bytes"] == pytest.approx(0.002 * 2**30, rel=1e-2)
     assert "raised on CPU by sweeper" in fixed.failure["message"]

@@ -49,7 +49,7 @@ def test_the_2x2_grid_runs_as_one_job_array_with_two_ranks_as_two_slurm_tasks(sl
     assert len(records) == 4 and [r.status for r in records] == ["ok"] * 4, [r.reason for r in records]
     assert len(_sacct_array_ids(slurm_2x2.sweep_dir)) == 1  # one sbatch --array
     for r in records:
-        assert r.setup["world_size"] == 2
+        assert r.ran["world_size"] == 2
         assert "_" in r.env["slurm_job_id"]  # <array>_<task>
         assert r.env["slurm_time_limit_s"] == 900  # ceil(timeout_s / 60) minutes
         assert 0 < r.env["slurm_elapsed_s"] < 900

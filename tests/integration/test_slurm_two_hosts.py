@@ -99,7 +99,7 @@ def test_a_two_node_point_is_one_job_whose_ranks_meet_over_the_namespace_network
     assert two.proc.returncode == 0, two.output[-4000:]
     (r,) = two.records()
     assert r.status == "ok", r.reason
-    assert r.setup["world_size"] == 2
+    assert r.ran["world_size"] == 2
     (entry,) = json.loads((two.sweep_dir / "submitted.json").read_text()).values()
     assert entry["attempts"] == [r.env["slurm_job_id"]]  # one SLURM job for both ranks
     # each rank on its own host, in rank order; the first host is the rendezvous, at its namespace IP

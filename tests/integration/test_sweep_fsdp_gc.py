@@ -34,7 +34,7 @@ def test_every_point_of_the_2x2_grid_is_ok(sweep):
     assert [r.status for r in records] == ["ok"] * 4, [r.reason for r in records]
     for r in records:
         m = r.metrics
-        assert r.setup["world_size"] == 2
+        assert r.ran["world_size"] == 2
         assert m["timed_steps"] == 8 and m["warmup_steps_dropped"] == 3
         assert 0 < m["step_time_s_p10"] <= m["step_time_s_median"] <= m["step_time_s_p90"]
         assert m["tokens_per_s"] == pytest.approx(4 * 128 * 2 / m["step_time_s_median"])
@@ -57,15 +57,15 @@ def test_fsdp_labels_are_real_on_cpu(sweep):
     for gc in (True, False):
         ddp = sweep.by(fsdp="none", gc=gc)
         fsdp = sweep.by(fsdp="full_shard", gc=gc)
-        assert ddp.setup["wrapper"] == "DistributedDataParallel"
-        assert fsdp.setup["fsdp_version"] == 2 and fsdp.setup["fsdp_sharded"] is True
+        assert ddp.ran["wrapper"] == "DistributedDataParallel"
+        assert fsdp.ran["fsdp_version"] == 2 and fsdp.ran["fsdp_sharded"] is True
         # sharding measured: this rank's parameter elements against the model's, counted before wrapping
-        assert fsdp.setup["local_param_count"] == 210_240 // 2 and fsdp.setup["param_count"] == 210_240
-        assert ddp.setup["local_param_count"] == ddp.setup["param_count"] == 210_240
-        assert fsdp.setup["checkpointing_impl"] == ("fsdp" if gc else "none")  # case P02: FSDP-native under FSDP
-        assert ddp.setup["checkpointing_impl"] == ("hf" if gc else "none")
+        assert fsdp.ran["local_param_count"] == 210_240 // 2 and fsdp.ran["param_count"] == 210_240
+        assert ddp.ran["local_param_count"] == ddp.ran["param_count"] == 210_240
+        assert fsdp.ran["checkpointing_impl"] == ("fsdp" if gc else "none")  # case P02: FSDP-native under FSDP
+        assert ddp.ran["checkpointing_impl"] == ("hf" if gc else "none")
         if gc:
-            assert ddp.setup["use_reentrant"] is False and fsdp.setup["use_reentrant"] is False  # case P01
+            assert ddp.ran["use_reentrant"] is False and fsdp.ran["use_reentrant"] is False  # case P01
 
 
 def test_a_full_shard_point_on_two_ranks_holds_half_the_optimizer_state_of_ddp(sweep):

@@ -27,9 +27,9 @@ def test_the_named_zero_grid_runs_stages_0_to_3(sweep):
     assert sorted(r.spec["zero"] for r in records) == [0, 1, 2, 3]
     assert [r.status for r in records] == ["ok"] * 4, [r.reason for r in records]
     for r in records:
-        assert r.setup["deepspeed_stage"] == r.spec["zero"]  # the stage really active, read off the engine
+        assert r.ran["deepspeed_stage"] == r.spec["zero"]  # the stage really active, read off the engine
         expected = "DistributedDataParallel" if r.spec["zero"] == 0 else "DeepSpeedEngine"
-        assert r.setup["wrapper"] == expected
+        assert r.ran["wrapper"] == expected
 
 
 def test_zero_stages_1_to_3_hold_less_optimizer_state_per_rank_than_ddp(sweep):

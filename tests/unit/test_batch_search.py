@@ -156,7 +156,7 @@ def test_the_row_shows_the_batch_that_ran_and_that_it_was_searched():
     from sweeper.results.row import frame_to_arrow, records_to_frame
 
     base = make_spec().to_dict()
-    searched = Record("s", "a" * 12, "ok", spec={**base, "per_device_batch_size": 7}, setup={"batch_search": {}})
+    searched = Record("s", "a" * 12, "ok", spec={**base, "per_device_batch_size": 7}, ran={"batch_search": {}})
     refused = Record("s", "b" * 12, "invalid", reason="no budget", spec={**base, "per_device_batch_size": "auto"})
     fixed = Record("s", "c" * 12, "ok", spec={**base, "per_device_batch_size": 4})
     df = records_to_frame([searched, refused, fixed])

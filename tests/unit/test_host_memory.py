@@ -167,7 +167,7 @@ def test_the_watch_kills_a_growing_process_past_the_limit_promptly_and_reports_i
 def test_a_host_oom_outcome_names_limit_peak_rank_and_step_and_what_to_change():
     watch = WatchResult(limit_bytes=2 * GIB, poll_s=0.05, tripped=True, peak_bytes=2 * GIB + 3 * MIB, samples=40)
     watch.peak_by_rank_bytes = {"0": 900 * MIB, "1": 1000 * MIB, LAUNCHER: 151 * MIB}
-    base = {"setup": {}, "metrics": {"host_mem_limit_bytes": 2 * GIB}, "artifacts": {}, "failure": None}
+    base = {"ran": {}, "metrics": {"host_mem_limit_bytes": 2 * GIB}, "artifacts": {}, "failure": None}
     out = host_oom_outcome(base, Limit(2 * GIB, "host_mem_limit_gib=2"), watch, {0: 3, 1: 2})
     assert out["status"] == "host_oom" and out["error_kind"] is None
     assert out["metrics"] == base["metrics"]

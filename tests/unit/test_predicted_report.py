@@ -56,7 +56,7 @@ def ok(pid: str, batch: int, tps: float, peak: int, pred: dict | None) -> Record
         status="ok",
         overrides=[f"per_device_batch_size={batch}"],
         spec={**SPEC, "per_device_batch_size": batch},
-        setup={"world_size": 2, "device_type": "cpu"},
+        ran={"world_size": 2, "device_type": "cpu"},
         metrics={"tokens_per_s_per_device": tps, "peak_mem_bytes": peak, "step_time_s_median": 0.1},
         predicted=pred,
     )

@@ -69,3 +69,21 @@ def test_an_unreadable_record_names_its_file(tmp_path):
     write_json_atomic(path, {"status": "ok"})  # no sweep_id / point_id
     with pytest.raises(ValueError, match=str(path)):
         read_record(path)
+
+
+def test_what_ran_is_read_from_an_earlier_records_setup_key():
+    """``Record.ran`` ("what really ran") was ``setup`` in earlier records: their result.json still reads, into the
+    same columns; a record writes ``ran``."""
+    from sweeper.results.row import row_from_record
+
+    old = {
+        "sweep_id": "s",
+        "point_id": "p" * 12,
+        "status": "ok",
+        "spec": {"model": "tiny"},
+        "setup": {"wrapper": "DistributedDataParallel", "world_size": 2},
+    }
+    r = Record.from_dict(old)
+    assert r.ran == {"wrapper": "DistributedDataParallel", "world_size": 2}
+    assert "ran" in r.to_dict() and "setup" not in r.to_dict()
+    assert row_from_record(r)["wrapper"] == "DistributedDataParallel"

@@ -81,7 +81,7 @@ def ok_point(pid: str, fsdp: str, gc: bool, tps: float, mem: int, setup_ws: bool
         overrides=[f"fsdp={fsdp}", f"gc={str(gc).lower()}"],
         spec=spec(fsdp, gc),
         replay=f"python -m sweeper fsdp={fsdp} gc={str(gc).lower()}",
-        setup={"world_size": 2, "wrapper": "DistributedDataParallel"} if setup_ws else {},
+        ran={"world_size": 2, "wrapper": "DistributedDataParallel"} if setup_ws else {},
         metrics={
             # 4 samples x 128 tokens per step per device at tps tokens/s, a spread of -2 %/+3 % around the median
             "step_time_s_median": 512 / tps,

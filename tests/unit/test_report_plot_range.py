@@ -31,7 +31,7 @@ def _point(pid: str, batch: int, tps: float, peak_mib: float, pred_tps: float, p
         status="ok",
         overrides=[f"per_device_batch_size={batch}"],
         spec={**SPEC, "per_device_batch_size": batch},
-        setup={"world_size": 2, "device_type": "cpu"},
+        ran={"world_size": 2, "device_type": "cpu"},
         metrics={
             "tokens_per_s_per_device": tps,
             "peak_mem_bytes": int(peak_mib * MIB),

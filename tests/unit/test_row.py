@@ -46,7 +46,7 @@ def ok_record(spec: PointSpec, overrides: list[str], pid: str = "abcdef012345", 
         overrides=overrides,
         spec=spec.to_dict(),
         replay=replay_command(overrides),
-        setup={"world_size": spec.world_size},
+        ran={"world_size": spec.world_size},
         metrics={"tokens_per_s_per_device": 1000.0, "peak_mem_bytes": 2**30, **metrics},
     )
 

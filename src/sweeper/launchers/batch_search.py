@@ -167,7 +167,7 @@ def _none_fits(prepared: Prepared, state: SearchState, search: dict[str, Any]) -
         "status": "oom",
         "reason": reason,
         "error_kind": None,
-        "setup": {"batch_search": search},
+        "ran": {"batch_search": search},
         "metrics": {},
         "failure": failure,
         "artifacts": {},

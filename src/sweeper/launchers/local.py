@@ -48,7 +48,7 @@ def run_prepared(prepared: Prepared) -> Record:
 
     With ``per_device_batch_size=auto`` the largest batch that fits is searched first
     (:func:`sweeper.launchers.batch_search.search_batch`); the point is then measured at the batch found, its
-    record's ``setup["batch_search"]`` holding the search, or the search's own record is returned (nothing fits, or
+    record's ``ran["batch_search"]`` holding the search, or the search's own record is returned (nothing fits, or
     the search was stopped). The device budget (``cluster.gpu_mem_gib``, :mod:`sweeper.point.device_budget`) is
     written beside ``spec.json`` for the ranks.
     """

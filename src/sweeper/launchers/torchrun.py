@@ -92,7 +92,7 @@ def record_launch(prepared: Prepared, launch: Launch, setup: dict[str, Any] | No
     the launcher's word on it: every record carries the host-memory limit (``metrics["host_mem_limit_bytes"]``) and
     the largest sum of the ranks' RSS seen (``metrics["host_rss_peak_bytes"]``, sampled every
     :data:`~sweeper.launchers.host_memory.POLL_S` s), bytes; a launch stopped at the limit is ``host_oom``
-    (:func:`sweeper.launchers.host_memory.host_oom_outcome`); ``setup`` entries are added to the record's ``setup``
+    (:func:`sweeper.launchers.host_memory.host_oom_outcome`); ``setup`` entries are added to the record's ``ran``
     (a searched point's ``batch_search``)."""
 
     def amend(outcome: dict[str, Any], steps: dict[int, int]) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def record_launch(prepared: Prepared, launch: Launch, setup: dict[str, Any] | No
         if launch.host_oom:
             outcome = host_oom_outcome(outcome, launch.limit, launch.watch, steps, launch.cgroup_peak_bytes)
         if setup:
-            outcome["setup"] = {**(outcome.get("setup") or {}), **setup}
+            outcome["ran"] = {**(outcome.get("ran") or {}), **setup}
         return outcome
 
     return finish(

@@ -174,7 +174,7 @@ class SearchState:
         return max(0, b2 + math.floor((usable - p2) / slope))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data (the :data:`SEARCH_FILE` and ``record.setup["batch_search"]``), with the answer,
+        """Plain JSON-able data (the :data:`SEARCH_FILE` and ``record.ran["batch_search"]``), with the answer,
         the bracket and the usable bytes spelt out for a reader."""
         lo, hi = self.bracket()
         return {

@@ -38,7 +38,7 @@ class Column:
             counts.
         doc: what the value means.
         source: where the record holds it: ``"<part>.<key>"`` (``spec.fsdp``, ``metrics.peak_mem_bytes``,
-            ``setup.wrapper``, ``failure.rank``, ``env.slurm_job_id``), a record attribute (``status``), or a
+            ``ran.wrapper``, ``failure.rank``, ``env.slurm_job_id``), a record attribute (``status``), or a
             function of the record.
     """
 
@@ -73,7 +73,7 @@ def fp32_master_weights(model_dtype: str | None, precision: str | None, zero: in
 
 
 def _world_size(r: Record) -> int | None:
-    ws, spec = (r.setup or {}).get("world_size"), r.spec or {}
+    ws, spec = (r.ran or {}).get("world_size"), r.spec or {}
     if ws is None and spec.get("ranks_per_node") is not None and spec.get("nodes") is not None:
         ws = spec["ranks_per_node"] * spec["nodes"]
     return ws
@@ -143,7 +143,7 @@ def _timed_steps(r: Record) -> int | None:
 
 def _batch_searched(r: Record) -> bool:
     """``per_device_batch_size=auto``: the batch is the largest found to fit (docs/batch-search.md)."""
-    return (r.spec or {}).get("per_device_batch_size") == "auto" or "batch_search" in (r.setup or {})
+    return (r.spec or {}).get("per_device_batch_size") == "auto" or "batch_search" in (r.ran or {})
 
 
 def _keys(r: Record) -> str | None:
@@ -171,7 +171,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("deepspeed_config", FAMILY, "", "deepspeed_config.<key>: merged into the generated DeepSpeed config",
            "spec.deepspeed_config"),
     Column("per_device_batch_size", INT, "samples", "micro-batch per device that ran (auto: the batch found)", _batch),
-    Column("batch_searched", BOOL, "", "per_device_batch_size=auto: searched (setup.batch_search)", _batch_searched),
+    Column("batch_searched", BOOL, "", "per_device_batch_size=auto: searched (ran.batch_search)", _batch_searched),
     Column("seq_len", INT, "tokens", "tokens per sample", "spec.seq_len"),
     Column("grad_accum", INT, "", "gradient accumulation steps", "spec.grad_accum"),
     Column("ranks_per_node", INT, "", "processes per node", "spec.ranks_per_node"),
@@ -275,13 +275,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("host_mem_limit_bytes", INT, "bytes", "host-memory limit of the point (host_mem_limit_gib, or the "
            "SLURM job's mem)", _first(_part("metrics.host_mem_limit_bytes"), _part("failure.host_mem_limit_bytes"))),
     # ---- what really ran ----
-    Column("checkpointing_impl", STR, "", "checkpointing implementation verified", "setup.checkpointing_impl"),
-    Column("compute_dtype", STR, "", "dtype a Linear really computes in", "setup.compute_dtype"),
-    Column("wrapper", STR, "", "model wrapper type", "setup.wrapper"),
-    Column("deepspeed_stage", INT, "", "ZeRO stage the engine reports", "setup.deepspeed_stage"),
-    Column("fsdp_version", INT, "", "FSDP 1 or 2", "setup.fsdp_version"),
-    Column("device_type", STR, "", "cpu or cuda", _first(_part("setup.device_type"), _part("env.device_type"))),
-    Column("device_name", STR, "", "device model", _first(_part("setup.device_name"), _part("env.device_name"))),
+    Column("checkpointing_impl", STR, "", "checkpointing implementation verified", "ran.checkpointing_impl"),
+    Column("compute_dtype", STR, "", "dtype a Linear really computes in", "ran.compute_dtype"),
+    Column("wrapper", STR, "", "model wrapper type", "ran.wrapper"),
+    Column("deepspeed_stage", INT, "", "ZeRO stage the engine reports", "ran.deepspeed_stage"),
+    Column("fsdp_version", INT, "", "FSDP 1 or 2", "ran.fsdp_version"),
+    Column("device_type", STR, "", "cpu or cuda", _first(_part("ran.device_type"), _part("env.device_type"))),
+    Column("device_name", STR, "", "device model", _first(_part("ran.device_name"), _part("env.device_name"))),
     Column("hosts", STR, "", "the host of each rank, in rank order (space-separated)",
            lambda r: " ".join(map(str, (r.env or {}).get("hosts") or [])) or None),
     # ---- SLURM ----

@@ -1,5 +1,6 @@
-"""A point's outcome from its rank files: what ran (setup), what it measured (:mod:`sweeper.results.metrics`), the
-files it left, and the status :func:`sweeper.failures.attribution.decide_status` decides.
+"""A point's outcome from its rank files: what ran (the ranks' verified ``setup``, the record's ``ran``), what it
+measured (:mod:`sweeper.results.metrics`), the files it left, and the status
+:func:`sweeper.failures.attribution.decide_status` decides.
 
 Driver side, no torch. :func:`sweeper.point.lifecycle.finish` calls it for every launcher.
 """
@@ -23,7 +24,7 @@ def summarize_ranks(
     log_tail: str,
     steps: dict[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Status, reason, error kind, setup, metrics, failure and artifacts of a point from its rank files.
+    """Status, reason, error kind, what ran, metrics, failure and artifacts of a point from its rank files.
 
     Args:
         ranks: the parsed ``rank<r>.json`` files (possibly fewer than the world size if a rank died hard).
@@ -33,8 +34,8 @@ def summarize_ranks(
             (:func:`sweeper.results.rankfile.read_rank_steps`): says at which step a rank killed by a signal died.
 
     Returns:
-        Keyword arguments for :class:`sweeper.results.record.Record` (``status, reason, error_kind, setup, metrics,
-        failure, artifacts``): ``setup`` from the first rank that verified it, ``metrics`` from
+        Keyword arguments for :class:`sweeper.results.record.Record` (``status, reason, error_kind, ran, metrics,
+        failure, artifacts``): ``ran`` from the first rank that verified its ``setup``, ``metrics`` from
         :func:`sweeper.results.metrics.metrics_from_ranks`, ``artifacts`` from every rank, the rest from
         :func:`sweeper.failures.attribution.decide_status`.
     """
@@ -44,4 +45,4 @@ def summarize_ranks(
     for r in ranks:
         artifacts.update(r.get("artifacts") or {})
     status = decide_status(spec, ranks, returncode=returncode, timed_out=timed_out, log_tail=log_tail, steps=steps)
-    return {"setup": setup, "metrics": metrics, "artifacts": artifacts, **status}
+    return {"ran": setup, "metrics": metrics, "artifacts": artifacts, **status}

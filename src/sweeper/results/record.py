@@ -123,8 +123,9 @@ class Record:
         reason: for every non-``ok`` status, a sentence a person can act on.
         error_kind: for ``error``, the family: :data:`sweeper.failures.ERROR_KINDS` from the classifier, ``scheduler``
             (SLURM accounting) or ``internal`` (a bug of sweeper's own); every kind is a row of ``docs/failures.md``.
-        setup: what really ran, verified after the Trainer was set up (world size, wrapper type, compute dtype,
-            DeepSpeed stage, checkpointing implementation, ``use_reentrant``).
+        ran: what really ran, verified after the Trainer was set up (world size, wrapper type, compute dtype,
+            DeepSpeed stage, checkpointing implementation, ``use_reentrant``), and how a searched batch was found
+            (``batch_search``). Records before this name held it as ``setup`` (read as ``ran``).
         metrics: the measurements (:class:`RecordMetrics`; keys carry units: ``step_time_s_median``,
             ``peak_mem_bytes``, ...).
         failure: failure details: parsed OOM numbers in bytes, rank, phase (setup/train/eval), step, exception
@@ -149,7 +150,7 @@ class Record:
     replay: str = ""
     reason: str | None = None
     error_kind: str | None = None
-    setup: dict[str, Any] = field(default_factory=dict)
+    ran: dict[str, Any] = field(default_factory=dict)
     metrics: RecordMetrics = field(default_factory=RecordMetrics)
     failure: dict[str, Any] | None = None
     predicted: dict[str, Any] | None = None
@@ -170,7 +171,10 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
-        """Build a record from :meth:`to_dict` output; unknown keys are ignored (newer writers)."""
+        """Build a record from :meth:`to_dict` output; unknown keys are ignored (newer writers); an earlier record's
+        ``setup`` is its ``ran``."""
+        if "setup" in data and "ran" not in data:
+            data = {**data, "ran": data["setup"]}
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 

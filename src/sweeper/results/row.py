@@ -104,7 +104,7 @@ def row_from_record(record: Record) -> dict[str, Any]:
     spec = record.spec or {}
     parts = {
         "spec": spec,
-        "setup": record.setup or {},
+        "ran": record.ran or {},
         "metrics": record.metrics or {},
         "failure": record.failure or {},
         "env": record.env or {},
