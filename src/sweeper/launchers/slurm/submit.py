@@ -151,8 +151,8 @@ class SlurmLauncher(Launcher):
             returns.append(_job_return(ov, status, initial_job_idx + idx))
         jobs = self._submit(sweep, groups, cluster)
         waiting += [it["payload"]["point_id"] for items in groups.values() for it in items]
-        if waiting and launcher.get("wait", True):
-            self._wait(sweep, waiting, float(launcher.get("poll_interval_s") or 5))
+        if waiting and launcher["wait"]:  # the launcher section is the typed schema's: every key is there
+            self._wait(sweep, waiting, float(launcher["poll_interval_s"]))
         elif waiting:
             print(
                 f"{len(jobs)} point(s) submitted, {len(waiting)} pending; "
