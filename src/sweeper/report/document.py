@@ -36,6 +36,7 @@ from sweeper.report.tables import (
 )
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
+from sweeper.tracking.settings import WandbSettings
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def build_document(
     sections += [
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
-        *_wandb(sweep, wandb_mode, str((info.get("wandb") or {}).get("project") or "sweeper")),
+        *_wandb(sweep, wandb_mode, WandbSettings.from_dict(info.get("wandb")).project),
         Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
         Section("Grid", _grid(grid)),
         Section("Environment", _environment(records)),

@@ -52,9 +52,12 @@ class WandbSettings:
         Raises:
             ValueError: an unknown mode.
         """
+        from sweeper.config.schema import WandbConfig  # the schema's defaults, not restated here
+
         data = dict(data or {})
-        mode = data.get("mode", "auto")
-        return cls(str(getattr(mode, "value", mode)), str(data.get("project") or "sweeper"), data.get("entity"))
+        mode = data.get("mode", WandbConfig.mode)
+        project = data.get("project") or WandbConfig.project
+        return cls(str(getattr(mode, "value", mode)), str(project), data.get("entity"))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for ``sweep.json``."""
