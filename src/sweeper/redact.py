@@ -61,9 +61,10 @@ class SecretError(ValueError):
 
 
 def is_secret_key(name: str) -> bool:
-    """Whether a key (one component, e.g. ``hub_token``) names a secret: it ends in ``token``/``_token``, or names a
-    key, password, secret, credential or auth value (case-insensitive). ``pad_token_id``, ``include_tokens_per_
-    second`` and ``train_tokens`` are not secret names (:func:`is_secret_value` also needs a string there)."""
+    """Whether a key (one component, e.g. ``hub_token``) names a secret (case-insensitive): it ends in ``token`` or
+    ``_token``, names an API key, a password, a secret, a credential or a private key, or mentions a token.
+    ``pad_token_id``, ``include_tokens_per_second`` and ``train_tokens`` are not secret *values* there
+    (:func:`is_secret_value` also needs a string, or a number for a certainly secret name)."""
     n = str(name).lower()
     return bool(_CERTAIN.search(n) or _MENTIONS.search(n))
 
@@ -134,11 +135,17 @@ def reveal(tree: Any) -> Any:
     return os.environ[m.group(1)]
 
 
+#: Values shorter than this are never scrubbed from text: replacing ``"0"`` or ``"abc"`` would corrupt a record's
+#: numbers and words, and such a value is no credential worth the name (it still never reaches a file as a value:
+#: the reference stands for it everywhere sweeper writes configuration).
+MIN_SCRUB_CHARS = 8
+
+
 def known_values() -> list[str]:
-    """The secret values this process knows (its ``SWEEPER_SECRET_*`` variables and every value it redacted),
-    longest first, empty ones left out."""
+    """The secret values this process knows (its ``SWEEPER_SECRET_*`` variables and every value it redacted) of at
+    least :data:`MIN_SCRUB_CHARS` characters, longest first."""
     env = {v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
-    return sorted({v for v in env | _SEEN if v}, key=len, reverse=True)
+    return sorted({v for v in env | _SEEN if len(v) >= MIN_SCRUB_CHARS}, key=len, reverse=True)
 
 
 def scrub(text: str, values: Iterable[str] | None = None) -> str:

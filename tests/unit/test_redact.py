@@ -3,6 +3,7 @@ the round trip to the rank side, and the guards (scrub, the W&B writer's environ
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -150,6 +151,13 @@ def test_the_writers_scrub_known_values_and_the_wandb_child_gets_none(tmp_path):
         assert KEY not in text and redact.REDACTED in text
     env = redact.without_secrets({**os.environ, "PATH": "/bin"})
     assert not any(k.startswith(redact.ENV_PREFIX) for k in env) and env["PATH"] == "/bin"
+
+
+def test_a_short_value_is_never_scrubbed_out_of_a_record(tmp_path):
+    """The last guard replaces text; a secret of a few characters would corrupt a record's numbers (``"0"``)."""
+    redact.redact_argv(["+callbacks=[{_target_:m.Cb,api_key:0}]", "+training_args.hub_token=ab"])
+    write_json_atomic(tmp_path / "r.json", {"steps": 10, "loss": 0.5, "name": "ab cd"})
+    assert json.loads((tmp_path / "r.json").read_text()) == {"steps": 10, "loss": 0.5, "name": "ab cd"}
 
 
 def test_the_recorded_command_is_shell_quoted(tmp_path):
