@@ -27,8 +27,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from sweeper.config.compose import plain_node
 from sweeper.config.schema import register_configs
-from sweeper.hydra_callbacks import incomplete, plain_node
+from sweeper.hydra_callbacks import incomplete
 from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.atomic import write_error_text

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from sweeper.config.compose import plain_node
 from sweeper.redact import task_overrides
 from sweeper.results.atomic import write_error_text
 from sweeper.results.sweepdir import SweepDir, open_sweep
@@ -19,18 +20,6 @@ from sweeper.results.sweepdir import SweepDir, open_sweep
 #: Why this process's sweep is incomplete (a point not recorded, the report not written: a full disk), one line
 #: each; non-empty makes ``python -m sweeper`` exit 3 (``docs/failures.md``).
 incomplete: list[str] = []
-
-
-def plain_node(node: Any, *, resolve: bool = True, enum_to_str: bool = False) -> dict[str, Any]:
-    """A mapping node of a composed config (``cluster``, ``wandb``, ``hydra.sweeper.params``) as a plain dict.
-
-    Raises:
-        TypeError: the node is not a mapping (a list, a string).
-    """
-    data = OmegaConf.to_container(node, resolve=resolve, enum_to_str=enum_to_str)
-    if not isinstance(data, dict):
-        raise TypeError(f"not a mapping node: {type(data).__name__}")
-    return {str(k): v for k, v in data.items()}
 
 
 def grid_size(config: DictConfig) -> int | None:

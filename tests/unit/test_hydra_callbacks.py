@@ -1,5 +1,5 @@
 """The config nodes the Hydra callbacks and ``python -m sweeper`` hand on as plain data (``cluster``, ``wandb``,
-``hydra.sweeper.params``): :func:`sweeper.hydra_callbacks.plain_node`."""
+``hydra.sweeper.params``): :func:`sweeper.config.compose.plain_node`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from enum import Enum
 import pytest
 from omegaconf import OmegaConf
 
-from sweeper.hydra_callbacks import plain_node
+from sweeper.config.compose import plain_node
 
 
 class Mode(Enum):

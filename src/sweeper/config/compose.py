@@ -14,7 +14,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 
 def compose_points(
@@ -68,3 +68,16 @@ def compose_points(
 
 
 _LAST: dict[tuple, list[DictConfig]] = {}
+
+
+def plain_node(node: Any, *, resolve: bool = True, enum_to_str: bool = False) -> dict[str, Any]:
+    """A mapping node of a composed config (``cluster``, ``launcher``, ``wandb``, ``hydra.sweeper.params``) as a
+    plain dict: the one way the sweep app, the SLURM launcher and the planner read a section.
+
+    Raises:
+        TypeError: the node is not a mapping (a list, a string, ``cluster=null``).
+    """
+    data = OmegaConf.to_container(node, resolve=resolve, enum_to_str=enum_to_str) if OmegaConf.is_config(node) else node
+    if not isinstance(data, dict):
+        raise TypeError(f"not a mapping node: {type(data).__name__} ({node!r})")
+    return {str(k): v for k, v in data.items()}

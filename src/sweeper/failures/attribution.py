@@ -161,7 +161,7 @@ def decide_status(
     Args:
         ranks: the parsed ``rank<r>.json`` files (possibly fewer than the world size if a rank died hard).
         returncode: the rank launcher's exit code, None if unknown (never taken for a clean exit).
-            timed_out: the point ran past ``spec.timeout_s``.
+        timed_out: the point ran past ``spec.timeout_s``.
         log_tail: the end of the ranks' combined log, kept for failures no rank could report.
         steps: rank -> optimizer steps finished, from the ``rank<r>.step`` files
             (:func:`sweeper.results.rankfile.read_rank_steps`): says at which step a rank killed by a signal died.

@@ -21,8 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from sweeper.config.compose import plain_node
 from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, from_config
 
@@ -83,7 +84,7 @@ def plan_points(configs: Sequence[DictConfig]) -> list[tuple[PointSpec, ClusterC
     out = []
     for cfg in configs:
         spec = from_config(cfg)
-        cluster = from_mapping(ClusterConfig, OmegaConf.to_container(cfg.cluster, resolve=True))
+        cluster = from_mapping(ClusterConfig, plain_node(cfg.cluster))
         key = json.dumps([spec.to_dict(), asdict(cluster)], sort_keys=True, default=str)
         if key not in seen:
             seen.add(key)

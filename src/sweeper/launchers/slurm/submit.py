@@ -24,8 +24,9 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.plugins.launcher import Launcher
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from sweeper.config.compose import plain_node
 from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import reconcile, sacct
@@ -111,8 +112,8 @@ class SlurmLauncher(Launcher):
 
         assert self.config is not None
         sweep = SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
-        cluster = _section(self.config, "cluster")
-        launcher = _section(self.config, "launcher")
+        cluster = plain_node(self.config.cluster)
+        launcher = plain_node(self.config.launcher)
         if cluster.get("name") in (None, "local"):
             raise InvalidPoint(
                 "launcher=slurm needs cluster=<name> (cluster=dev is the development cluster)", ("cluster",)
@@ -214,18 +215,6 @@ class SlurmLauncher(Launcher):
             if counts.get("pending", 0) == 0:
                 return
             time.sleep(poll_s)
-
-
-def _section(config: DictConfig, key: str) -> dict[str, Any]:
-    """The config's ``key`` section as plain data (resolved).
-
-    Raises:
-        TypeError: the section is not a mapping (``cluster=null``, a list).
-    """
-    plain = OmegaConf.to_container(config[key], resolve=True) if isinstance(config[key], DictConfig) else None
-    if not isinstance(plain, dict):
-        raise TypeError(f"the config's {key} section is {config[key]!r}, not a mapping of keys")
-    return {str(k): v for k, v in plain.items()}
 
 
 def _alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:
