@@ -216,6 +216,11 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
         )
     elif state == "CANCELLED":
         status, reason = "cancelled", f"job {entry['job_id']} was cancelled ({job.get('reason') or 'scancel'}; {times})"
+        if job.get("untraced"):
+            reason = (
+                f"job {entry['job_id']} left the queue before it started and SLURM kept no record of it (neither "
+                "slurmctld nor accounting knows it): a job-array task cancelled while pending; resume to run it"
+            )
     elif state == "PREEMPTED":
         status, reason = "preempted", f"job {entry['job_id']} was preempted and not requeued ({times})"
     elif state == "NODE_FAIL":
@@ -249,6 +254,27 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
     )
 
 
+def controller_knows(job_id: str, timeout_s: float = 30.0) -> bool:
+    """Whether slurmctld still has the job (``scontrol show job``: queued, running, or ended less than ``MinJobAge``
+    ago, 300 s by default). True when it cannot be asked (no answer is no proof of absence)."""
+    try:
+        out = subprocess.run(
+            ["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    said = out.stderr + out.stdout  # "Invalid job id specified" (a plain id), "Job 88_1 not found" (an array task)
+    return not (out.returncode != 0 and ("Invalid job id" in said or "not found" in said))
+
+
+def untraced_job() -> dict[str, Any]:
+    """The scheduler's word on a submitted job that SLURM has no trace of: not known to slurmctld and no line in
+    accounting. A job-array task cancelled while still pending leaves exactly that (seen on slurm 22-24: ``scancel
+    88_1`` before it starts, then ``sacct -j 88`` lists only ``88_0``), so it is taken as ``CANCELLED``; the reason
+    says that SLURM kept no record."""
+    return {"state": "CANCELLED", "exit_code": None, "elapsed_s": None, "time_limit_s": None, "untraced": True}
+
+
 def reconcile(sweep: SweepDir) -> dict[str, str]:
     """Write a record for every submitted point (``submitted.json``, :meth:`SweepDir.submitted`) whose job SLURM
     has ended without one (a job writes its own record before it returns, so a final job state with no record means
@@ -269,6 +295,8 @@ def reconcile(sweep: SweepDir) -> dict[str, str]:
     jobs = sacct([e["job_id"] for e in open_points.values()]) if open_points else {}
     for pid, entry in open_points.items():
         job = jobs.get(entry["job_id"])
+        if job is None and not controller_knows(entry["job_id"]):
+            job = untraced_job()  # neither queued nor in accounting: a job-array task cancelled before it started
         if job is None or job["state"] not in FINAL_SLURM_STATES:
             statuses[pid] = "pending"
             continue
