@@ -8,15 +8,22 @@ model's numbers (:func:`sweeper.capacity.predict.predict`), with the same ``pred
 "Does not fit" is ``fits=False``, never an error; an unknown device peak leaves the throughput columns empty and says
 why in ``predicted_note``.
 
+**Every key that tells two rows apart is a column** (:func:`axis_columns`): a point key of :data:`COLUMNS`, or, after
+``world_size``, any other key whose value differs between the plan's points, named as in a sweep's
+``results.csv``: ``plan.efficiency``, ``training_args.optim``,
+``deepspeed_config.zero_optimization.offload_optimizer.device``, ``cluster.gpu_mem_gib``, ``model.config.<key>``
+(``model.config.*`` and ``cluster.*`` only where they differ for the same ``model`` / ``cluster``).
+
 Each point is gated as a SLURM sweep on its cluster would gate it (:func:`sweeper.point.lifecycle.target_for` with
 ``launcher="slurm"``: the cluster's GPU, not this machine's), with ``prune`` off: the plan shows ``fits`` instead.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import pandas as pd
@@ -26,6 +33,8 @@ from sweeper.config.spec import PointSpec
 from sweeper.plan.points import engine_label
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.lifecycle import target_for
+from sweeper.report.axes import follows
+from sweeper.results.row import flatten
 from sweeper.units import GIB
 
 #: ``status`` of a point the model predicted (the gate's refusals keep the gate's status).
@@ -49,6 +58,7 @@ COLUMNS: tuple[str, ...] = (
     "nodes",
     "ranks_per_node",
     "world_size",
+    # the axis columns of :func:`axis_columns` go here
     "status",
     "rule",
     "reason",
@@ -99,6 +109,12 @@ TERM_ORDER: tuple[str, ...] = (
 _TERM_COLUMN = re.compile(r"^predicted_(?!(?:peak|device|device_mem)_bytes$)\w+_bytes$")
 
 
+def plan_axes(df: pd.DataFrame) -> list[str]:
+    """The axis columns of a plan frame (:func:`axis_columns`): those between ``world_size`` and ``status``."""
+    names = list(df.columns)
+    return names[names.index("world_size") + 1 : names.index("status")]
+
+
 def term_columns(df: pd.DataFrame) -> list[str]:
     """The breakdown columns of a plan (``predicted_<term>_bytes``: params, activations, ...), in frame order."""
     return [c for c in df.columns if _TERM_COLUMN.match(c)]
@@ -130,22 +146,78 @@ def _spec_columns(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
     }
 
 
+#: Spec sections as their dotted column prefix in a sweep's ``results.csv`` (:mod:`sweeper.results.columns`).
+_SECTIONS = {
+    "model_config": "model.config",
+    "fsdp_config": "fsdp_config",
+    "deepspeed_config": "deepspeed_config",
+    "training_args": "training_args",
+    "plan": "plan",
+    "timing": "timing",
+}
+#: The keys a dotted column follows: a ``model.config.*`` or ``cluster.*`` value that only changes with ``model`` or
+#: ``cluster`` is told by that column already.
+_GROUPS = {"model.config.": "model", "model_type": "model", "decoder_layer": "model", "cluster.": "cluster"}
+
+
+def config_leaves(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
+    """Every configuration value of a point as ``{dotted key: value}``, spelled as on the command line and in
+    ``results.csv``: the spec's scalar keys, its sections (``training_args.optim``, ``plan.efficiency``,
+    ``model.config.hidden_size``, ...) and the cluster's keys (``cluster.gpu_mem_gib``); lists as compact JSON."""
+    data = spec.to_dict()
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _SECTIONS:
+            out |= flatten(_SECTIONS[key], value)
+        else:
+            out |= flatten(key, value)
+    out |= {k: v for k, v in flatten("cluster", asdict(cluster)).items() if k != "cluster.name"}
+    return out
+
+
+def axis_columns(points: Sequence[tuple[PointSpec, ClusterConfig]]) -> list[str]:
+    """The keys outside :data:`COLUMNS` whose value differs between ``points`` (see the module doc), in the order
+    the first point lists them: the columns that tell rows apart when the point keys do not."""
+    leaves = [config_leaves(spec, cluster) for spec, cluster in points]
+    frame = pd.DataFrame([{k: _text(v) for k, v in row.items()} for row in leaves])
+    if frame.empty:
+        return []
+    frame["model"] = [spec.model for spec, _ in points]
+    frame["cluster"] = [cluster.name for _, cluster in points]
+    out = []
+    for key in frame.columns:
+        if key in COLUMNS or frame[key].nunique(dropna=False) <= 1:
+            continue
+        group = next((g for prefix, g in _GROUPS.items() if key.startswith(prefix)), None)
+        if group is None or not follows(frame, key, group):
+            out.append(key)
+    return out
+
+
+def _text(v: Any) -> Any:
+    """A value as the plan compares it: JSON for nested values, so that ``1`` and ``True`` differ."""
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (dict, list, tuple, bool)) else v
+
+
 def _predicted_columns(record: Mapping[str, Any]) -> dict[str, Any]:
     return {k if k in _UNPREFIXED else f"predicted_{k}": v for k, v in record.items()}
 
 
-def plan_row(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
+def plan_row(spec: PointSpec, cluster: ClusterConfig, axes: Sequence[str] = ()) -> dict[str, Any]:
     """The plan's row of one point (see the module doc). Never raises for a point: a refusal is a row, and so is a
     failure of the model itself (``status="error"``, the exception in ``reason``).
 
     ``per_device_batch_size=auto`` is planned at the largest batch predicted to fit (1 when none does), and gated
     at that batch: in a plan, ``auto`` is the model's answer, not the trial-and-error search a sweep runs.
+    ``axes``: the extra configuration columns the row carries (:func:`axis_columns`).
     """
     from sweeper.capacity.predict import predict, resolve_auto_batch
 
     target = target_for(spec, "slurm", cluster)
     spec, auto = resolve_auto_batch(spec, target)
     row = _spec_columns(spec, cluster)
+    leaves = config_leaves(spec, cluster)
+    row |= {k: leaves.get(k) for k in axes}
     try:
         check(replace(spec, prune=False), target)
     except InvalidPoint as e:
@@ -167,19 +239,22 @@ def plan_row(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
 
 
 def plan_frame(points: Sequence[tuple[PointSpec, ClusterConfig]]) -> pd.DataFrame:
-    """The plan: one row per ``(spec, cluster)`` in order. Columns: :data:`COLUMNS`, the model's other
+    """The plan: one row per ``(spec, cluster)`` in order. Columns: :data:`COLUMNS` (the axis columns of
+    :func:`axis_columns` after ``world_size``), the model's other
     ``predicted_*`` columns (every :class:`~sweeper.capacity.predict.Prediction` field, even when no row was predicted),
     then the breakdown's ``predicted_<term>_bytes`` in :data:`TERM_ORDER`. Byte, batch and ``zero`` columns are
     nullable integers, ``fits`` and ``gc`` nullable booleans, GiB columns = bytes / 2**30."""
     from sweeper.capacity.predict import Prediction
 
-    rows = [plan_row(spec, cluster) for spec, cluster in points]
+    axes = axis_columns(points)
+    rows = [plan_row(spec, cluster, axes) for spec, cluster in points]
     seen = dict.fromkeys(_predicted_columns(Prediction().to_record()))
     for row in rows:
         seen.update(dict.fromkeys(row))
-    rest = [k for k in seen if k not in COLUMNS]
+    rest = [k for k in seen if k not in COLUMNS and k not in axes]
     terms = sorted((k for k in rest if _TERM_COLUMN.match(k)), key=_term_order)
-    df = pd.DataFrame(rows, columns=[*COLUMNS, *(k for k in rest if k not in terms), *terms])
+    at = COLUMNS.index("status")
+    df = pd.DataFrame(rows, columns=[*COLUMNS[:at], *axes, *COLUMNS[at:], *(k for k in rest if k not in terms), *terms])
     for name, source in _GIB_OF.items():
         df[name] = pd.to_numeric(df[source], errors="coerce") / GIB
     for name in df.columns:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from sweeper.config.schema import ClusterConfig, PlanConfig
 from sweeper.config.spec import PointSpec
-from sweeper.plan.rows import term_columns
+from sweeper.plan.rows import plan_axes, term_columns
 from sweeper.report import md
 from sweeper.report.fmt import MISSING, cli, missing, num, text
 from sweeper.units import GIB
@@ -86,8 +86,10 @@ _MAIN: tuple[tuple[str, str, Any], ...] = (
 
 
 def _keys(df: pd.DataFrame) -> pd.DataFrame:
+    """The columns that tell the rows apart: engine, gc, the :data:`VARYING` keys that vary, then the plan's other
+    axis columns (:func:`sweeper.plan.rows.plan_axes`: ``plan.*``, passthrough and cluster keys that differ)."""
     out = pd.DataFrame({"engine": df["engine"].astype(str), "gc": [cli(bool(v)) for v in df["gc"]]}, index=df.index)
-    for k in varying(df):
+    for k in [*varying(df), *plan_axes(df)]:
         out[k] = [cli(v) for v in df[k]]
     return out
 
@@ -244,7 +246,7 @@ def print_plan(title: str, header: Sequence[str], df: pd.DataFrame, files: Seque
     if len(frame):
         table = Table(show_lines=False, header_style="bold")
         for column in frame.columns:
-            left = column in ("engine", "gc", "fits", "peak in") or column in VARYING
+            left = column in ("engine", "gc", "fits", "peak in") or column in VARYING or column in plan_axes(df)
             table.add_column(Text(column), justify="left" if left else "right")
         for values in frame.itertuples(index=False):
             table.add_row(*(Text(str(v)) for v in values))

@@ -66,12 +66,12 @@ def grid_of(df: pd.DataFrame) -> Grid:
             grid.derived[k] = values
         elif len(values) == 1:
             grid.fixed[k] = values[0]
-        elif not (k.startswith(_FOLLOWS_MODEL) and _follows(rows, k, "model")):
+        elif not (k.startswith(_FOLLOWS_MODEL) and follows(rows, k, "model")):
             grid.varying[k] = values
     return grid
 
 
-def _follows(rows: pd.DataFrame, key: str, parent: str) -> bool:
+def follows(rows: pd.DataFrame, key: str, parent: str) -> bool:
     """Whether ``key`` has one value per value of ``parent`` in ``rows`` (so ``parent`` already tells it)."""
     return bool((rows.groupby(parent, dropna=False)[key].nunique(dropna=False) <= 1).all())
 
