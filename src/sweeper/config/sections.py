@@ -62,6 +62,9 @@ class ClusterConfig:
     signal_delay_s: int = 30
     # times a preempted point is requeued before it is recorded as preempted
     max_requeues: int = 2
+    # price of one GPU-hour on this cluster, in your currency (null: unknown); the inverse question ranks clusters by
+    # cost when every answering cluster has a price, by GPU-hours otherwise
+    price_per_gpu_hour: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,11 @@ class PlanConfig:
     cuda_context_gib: float = 0.5
     # NCCL's buffers per rank when world size > 1, GiB, GPU only
     nccl_gib: float = 0.25
+    # the inverse question (python -m sweeper.plan ... train_tokens=T plan.deadline_days=D): per cluster, the fewest
+    # nodes and the cheapest configuration that trains train_tokens within this many days (null: a plain plan)
+    deadline_days: float | None = None
+    # the most nodes the inverse question considers per cluster
+    max_nodes: int = 256
 
 
 @dataclass(frozen=True)

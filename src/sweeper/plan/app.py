@@ -26,8 +26,10 @@ from sweeper.redact import task_overrides
 CSV, MARKDOWN, PNG = "plan.csv", "plan.md", "plan.png"
 #: Exit status when the command line lacks a value the plan needs (like the main app's refusal before launch).
 EXIT_USAGE = 2
-#: Keys every plan needs from the command line (or a named grid's ``hydra.sweeper.params``).
+#: Keys every plan needs from the command line (or a named grid's ``hydra.sweeper.params``); the inverse question
+#: (``plan.deadline_days``) needs no ``cluster``: it answers over the catalogue.
 REQUIRED = ("model", "cluster", "seq_len")
+DEADLINE = "plan.deadline_days"
 
 
 def plan_run(cfg: DictConfig, overrides: Sequence[str], out_dir: Path) -> pd.DataFrame:
@@ -38,7 +40,10 @@ def plan_run(cfg: DictConfig, overrides: Sequence[str], out_dir: Path) -> pd.Dat
     """
     from sweeper.plan.points import expand, named_keys
 
-    return make_plan(expand([cfg], named_keys(overrides)), out_dir)
+    named = named_keys(overrides)
+    if cfg.plan.deadline_days is not None:
+        return answer_deadline([cfg], named, out_dir)
+    return make_plan(expand([cfg], named), out_dir)
 
 
 def plan_multirun(
@@ -54,7 +59,10 @@ def plan_multirun(
     from sweeper.plan.points import expand
 
     configs = compose_points(config_loader, master_config, points)
-    return make_plan(expand(configs, named), Path(master_config.hydra.sweep.dir))
+    out_dir = Path(master_config.hydra.sweep.dir)
+    if any(c.plan.deadline_days is not None for c in configs):
+        return answer_deadline(configs, named, out_dir)
+    return make_plan(expand(configs, named), out_dir)
 
 
 class RequireCallback(Callback):
@@ -77,7 +85,7 @@ def require(named: set[str]) -> None:
     """Exit with :data:`EXIT_USAGE` and a message naming what is missing when ``named`` (the keys the command line
     gives) lacks one of :data:`REQUIRED` (``conf/plan.yaml`` cannot make them mandatory: its defaults, the schema's,
     would fill them in)."""
-    missing = [k for k in REQUIRED if k not in named]
+    missing = [k for k in REQUIRED if k not in named and not (k == "cluster" and DEADLINE in named)]
     if not missing:
         return
     from sweeper.paths import conf_dir
@@ -118,6 +126,35 @@ def make_plan(configs: Sequence[DictConfig], out_dir: Path) -> pd.DataFrame:
     plot_png(df, _devices(points), out_dir / PNG)
     print_plan(title, header, df, files)
     return df
+
+
+def answer_deadline(configs: Sequence[DictConfig], named: set[str], out_dir: Path) -> pd.DataFrame:
+    """The inverse question (:mod:`sweeper.plan.deadline`) for ``configs``: answer it, write ``deadline.csv``,
+    ``deadline.md`` and ``plan.csv`` into ``out_dir`` and print the answer.
+
+    Returns:
+        The answers, one row per cluster, best first.
+
+    Raises:
+        SystemExit: :data:`EXIT_USAGE` when the question is ill-posed (``plan.deadline_days`` or ``train_tokens``
+            not positive, ``plan.max_nodes`` below 1), with a message, before anything is written.
+    """
+    from sweeper.plan import deadline, deadline_report
+
+    try:
+        q = deadline.question(configs[0], named)
+    except ValueError as e:
+        print(f"sweeper.plan: {e}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    answers, rows = deadline.answer(deadline.on_clusters(configs, named), named, q)
+    first = configs[0]
+    title = f"Deadline plan: {first.model.name}, {q.train_tokens:.3g} tokens within {q.deadline_days:g} days"
+    efficiencies = [float(c.plan.efficiency) for c in configs]
+    lines = deadline_report.question_lines(q, str(first.model.name), int(first.seq_len), efficiencies)
+    command = shell_command(sys.argv[1:], "python -m sweeper.plan")
+    files = deadline_report.write(Path(out_dir), title, command, lines, answers, rows)
+    deadline_report.print_answer(title, lines, answers, files)
+    return answers
 
 
 def _title(df: pd.DataFrame) -> str:
