@@ -79,3 +79,17 @@ def test_a_plan_without_seq_len_exits_2_and_names_what_is_missing(tmp_path):
     proc, _ = run_plan(["model=llama-2-7b", "cluster=h100-80gb"], tmp_path)
     assert proc.returncode == 2
     assert "give seq_len=" in proc.stderr and not (tmp_path / "plans").exists()
+
+
+def test_the_inverse_question_without_a_cluster_answers_over_the_catalogue_and_exits_0(tmp_path):
+    out = tmp_path / "deadline"
+    args = ["model=llama-2-7b", "seq_len=4096", "train_tokens=2e12", "plan.deadline_days=30", "plan.max_nodes=16"]
+    proc, _ = run_plan([*args, f"hydra.run.dir={out}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answers = pd.read_csv(out / "deadline.csv")
+    assert len(answers) == 6 and answers["status"].notna().all()
+    h100 = answers.set_index("cluster").loc["h100-80gb"]
+    assert h100["status"] == "meets the deadline" and h100["predicted_train_days"] <= 30
+    slow = answers[answers["status"] == "not within the deadline"]
+    assert len(slow) and slow["reason"].str.contains("plan.max_nodes=16").all()
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"Answer: {out / 'deadline.md'}")
