@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from sweeper.config.compose import plain_node
 from sweeper.redact import task_overrides
-from sweeper.results.atomic import write_error_text
+from sweeper.results.atomic import unusable_folder, write_error_text
 from sweeper.results.sweepdir import SweepDir, open_sweep
 
 #: Why this process's sweep is incomplete (a point not recorded, the report not written: a full disk), one line
@@ -45,12 +45,43 @@ def wandb_node(config: DictConfig) -> dict[str, Any] | None:
     return plain_node(config.wandb, enum_to_str=True)
 
 
+def refuse_unusable_folder(path: Path, key: str) -> None:
+    """Exit 2 with one line naming ``key``, ``path``, what is in the way and the fix, when ``path`` cannot be the
+    sweep's folder (:func:`sweeper.results.atomic.unusable_folder`): before Hydra makes it, so there is no traceback
+    and no rank starts (docs/cases.md#u12)."""
+    why = unusable_folder(path)
+    if why:
+        print(
+            f"sweeper: {key}={path} cannot be used: {why}; give a folder that can be created and written "
+            f"({key}=<folder>), or leave {key} out for the default",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+
+
+def refuse_single_cluster_point(launcher: str) -> None:
+    """Exit 2 for a cluster launcher without ``-m``: Hydra runs a single run's task in this process, so the point
+    would train here, on the submit host, under the cluster's label (docs/cases.md#u02). The message gives the
+    command that submits it: the same command line with ``-m`` (a sweep of one)."""
+    from sweeper.config.spec import shell_command
+
+    argv = [a for a in sys.argv[1:] if a not in ("-m", "--multirun")]
+    print(
+        f"sweeper: invalid point (launcher): launcher={launcher} submits points as jobs only in a sweep; without -m "
+        "the point would run here, not on the cluster, so nothing ran. Submit it as a sweep of one: "
+        f"{shell_command(['-m', *argv], 'python -m sweeper')}",
+        file=sys.stderr,
+    )
+    sys.exit(2)
+
+
 class ReportCallback(Callback):
     """Opens ``sweep.json`` at the start; writes results.csv/parquet, report.md/html and frontier.png at the end,
     prints capacity planning's summary and then the report's path as the last line."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        refuse_unusable_folder(sweep_dir, "hydra.sweep.dir")
         try:
             open_sweep(sweep_dir, "multirun", grid_size(config), task_overrides(config.hydra), wandb_node(config))
         except OSError as e:  # a full disk: say where, once; every point then says whether it was recorded
@@ -65,11 +96,14 @@ class ReportCallback(Callback):
 
         spec = from_config(config)
         launcher = config.launcher.name if "launcher" in config else "local"
+        if launcher != "local":
+            refuse_single_cluster_point(launcher)
         try:
             check(spec, target_for(spec, launcher, plain_node(config.cluster)))
         except InvalidPoint as e:
             print(f"sweeper: {e.status} point ({', '.join(e.keys)}): {e}", file=sys.stderr)
             sys.exit(2)
+        refuse_unusable_folder(Path(config.hydra.run.dir), "hydra.run.dir")
         open_sweep(Path(config.hydra.run.dir), "run", 1, task_overrides(config.hydra), wandb_node(config))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

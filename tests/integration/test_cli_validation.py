@@ -18,6 +18,9 @@ from sweeper.results.sweepdir import SweepDir
         (["seq_len=4096"], ["seq_len", "model"]),  # tiny's max_position_embeddings is 2048
         (["precision=fp16", "model_dtype=float16"], ["precision", "model_dtype"]),  # case P03
         (["fsdp=full_shard", "gc=true", "use_reentrant=true"], ["fsdp", "gc", "use_reentrant"]),
+        (["seq_len=1"], ["seq_len"]),  # docs/cases.md#u03: no next-token target
+        (["cluster.gpu_mem_gib=-1", "prune=true"], ["cluster.gpu_mem_gib"]),  # docs/cases.md#u10: invalid, not pruned
+        (["launcher=slurm", "cluster=dev"], ["launcher", "-m launcher=slurm cluster=dev"]),  # docs/cases.md#u02
     ],
 )
 def test_an_invalid_single_point_exits_non_zero_naming_its_keys_before_any_rank(sweeper_cli, overrides, keys):
@@ -118,3 +121,19 @@ def test_resuming_a_sweep_directory_keeps_final_records_and_reruns_only_what_is_
     assert rerun.proc.returncode == 0, rerun.output[-2000:]
     assert len(list(sweep_dir.glob("points/*/result.0.json"))) == 2  # the earlier records are kept
     assert len(SweepDir(sweep_dir).records()) == 2
+
+
+@pytest.mark.parametrize("multirun", [True, False])
+def test_an_unusable_sweep_or_run_folder_exits_2_naming_the_key_the_path_and_the_fix(sweeper_cli, tmp_path, multirun):
+    """docs/cases.md#u12: a folder under a file, an existing file, a folder that cannot be made: exit 2, one line,
+    no traceback, nothing run."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder\n")
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    for folder, why in ((a_file, "is a file, not a folder"), (a_file / "sub", "is a file"), ("/proc/forbidden", "")):
+        run = sweeper_cli(*(["-m", "gc=true,false"] if multirun else []), f"{key}={folder}")
+        assert run.proc.returncode == 2, run.output[-2000:]
+        assert f"{key}={folder} cannot be used" in run.proc.stderr and why in run.proc.stderr
+        assert "Traceback" not in run.output and "leave " + key + " out" in run.proc.stderr
+        assert not list(run.cwd.glob("**/rank*.json"))
+    assert a_file.read_text() == "not a folder\n"

@@ -67,18 +67,23 @@ def plan_multirun(
 
 class RequireCallback(Callback):
     """Hydra callback (``conf/plan.yaml``): before Hydra makes any directory, :func:`require` the keys a plan
-    needs from the command line (a multirun: or from ``hydra.sweeper.params``, as a named grid gives them)."""
+    needs from the command line (a multirun: or from ``hydra.sweeper.params``, as a named grid gives them), and
+    refuse an output folder that cannot be made (exit 2, :func:`sweeper.hydra_callbacks.refuse_unusable_folder`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from sweeper.hydra_callbacks import refuse_unusable_folder
         from sweeper.plan.points import named_keys
 
         require(named_keys(task_overrides(config.hydra)))
+        refuse_unusable_folder(Path(config.hydra.run.dir), "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from sweeper.hydra_callbacks import refuse_unusable_folder
         from sweeper.plan.points import named_keys
 
         params = config.hydra.sweeper.get("params") or {}
         require(named_keys(task_overrides(config.hydra)) | set(params))
+        refuse_unusable_folder(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
 
 
 def require(named: set[str]) -> None:

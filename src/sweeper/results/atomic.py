@@ -83,3 +83,30 @@ def write_text_atomic(path: Path, text: str) -> None:
     :func:`write_json_atomic`."""
     text = scrub(text)
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def unusable_folder(path: Path) -> str | None:
+    """Why ``path`` cannot be an output folder (a sweep's or a run's), or None when it can: it is created (with its
+    parents) and an empty file is made and removed in it. A full disk is not "unusable" (None): that is reported
+    per file as the sweep writes (:func:`is_disk_full`), so that nothing already recorded is lost.
+
+    Returns:
+        A one-line reason naming what is in the way (``/etc/hostname is a file, not a folder``), or None.
+    """
+    path = Path(path)
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{parent} is a file, not a folder"
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".sweeper-probe.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        if is_disk_full(e):
+            return None
+        what = (e.strerror or type(e).__name__).strip()
+        return f"{what[:1].lower() + what[1:]}: {e.filename or path}"
+    return None

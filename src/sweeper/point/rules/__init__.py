@@ -1,6 +1,7 @@
 """The gate's rules, one module per kind; they run in the order of :data:`ORDER`:
 
 - :mod:`.values`: single keys and cross-key rules of sweeper's own keys (ranges, engines, dtype pairs);
+- :mod:`.cluster`: the cluster config's numbers (memory, bandwidths, price, counts) in range;
 - :mod:`.passthrough`: ``training_args`` against the keys sweeper owns and the installed ``TrainingArguments``;
 - :mod:`.fsdp_config`: ``fsdp_config`` against ``fsdp``, ``gc``, the model and the keys transformers reads;
 - :mod:`.deepspeed_config`: ``deepspeed_config`` against ``zero``, the batch keys, ``precision``, ``training_args``
@@ -18,6 +19,7 @@ Data the rules read: :mod:`.known_keys` (passthrough keys and their sources), :m
 
 from sweeper.point.rules import (
     batch,
+    cluster,
     deepspeed_config,
     fsdp_config,
     hardware,
@@ -30,4 +32,4 @@ from sweeper.point.rules import (
 
 #: The modules whose rules run, in this order (a configuration error is named before a hardware limit, and both
 #: before a point is pruned).
-ORDER = (values, passthrough, fsdp_config, deepspeed_config, launcher, batch, hardware, known, planning)
+ORDER = (values, cluster, passthrough, fsdp_config, deepspeed_config, launcher, batch, hardware, known, planning)

@@ -135,6 +135,23 @@ def _seq_len(spec: PointSpec, _: Target):
 
 
 @rule(
+    "G12",
+    ("seq_len",),
+    "seq_len is at least 2: a causal LM learns each token from those before it",
+    "transformers ForCausalLMLoss (labels shifted by one: seq_len - 1 targets per sample); docs/cases.md#u03",
+)
+def _next_token_target(spec: PointSpec, _: Target):
+    if spec.seq_len == 1:
+        return (
+            "seq_len=1: a causal LM predicts each token from the tokens before it, so one token has no next-token "
+            "target (the loss and every gradient are 0 at every step, and the measured step would not be training); "
+            "use seq_len>=2",
+            ("seq_len",),
+        )
+    return None
+
+
+@rule(
     "G06",
     ("precision", "model_dtype"),
     "fp16 autocast needs fp32 master weights (model_dtype=float32)",
