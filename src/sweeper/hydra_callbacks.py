@@ -80,17 +80,21 @@ class ReportCallback(Callback):
     prints capacity planning's summary and then the report's path as the last line."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from sweeper.point import preflight
+
         sweep_dir = Path(config.hydra.sweep.dir)
         refuse_unusable_folder(sweep_dir, "hydra.sweep.dir")
+        preflight.warm_up()  # the libraries load while Hydra composes the first point
         try:
             open_sweep(sweep_dir, "multirun", grid_size(config), task_overrides(config.hydra), wandb_node(config))
         except OSError as e:  # a full disk: say where, once; every point then says whether it was recorded
             print(f"sweeper: sweep.json not written: {write_error_text(e)}", file=sys.stderr, flush=True)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single point: the gate runs before Hydra creates any directory; a refusal (invalid, unsupported, or
-        pruned with ``prune=true``) exits 2, no rank starts."""
+        """A single point: the gate and the pre-flight run before Hydra creates any directory; a refusal (invalid,
+        unsupported, or pruned with ``prune=true``) exits 2, no rank starts."""
         from sweeper.config.spec import from_config
+        from sweeper.point import preflight
         from sweeper.point.gate import InvalidPoint, check
         from sweeper.point.lifecycle import target_for
 
@@ -98,8 +102,13 @@ class ReportCallback(Callback):
         launcher = config.launcher.name if "launcher" in config else "local"
         if launcher != "local":
             refuse_single_cluster_point(launcher)
+        preflight.warm_up()  # the libraries load while the gate runs
+        target = target_for(spec, launcher, plain_node(config.cluster))
         try:
-            check(spec, target_for(spec, launcher, plain_node(config.cluster)))
+            check(spec, target)
+            refused = preflight.refusal(spec, target)
+            if refused is not None:
+                raise refused
         except InvalidPoint as e:
             print(f"sweeper: {e.status} point ({', '.join(e.keys)}): {e}", file=sys.stderr)
             sys.exit(2)

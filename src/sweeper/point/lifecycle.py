@@ -28,6 +28,7 @@ from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, replay_command
 from sweeper.config.target import Target
 from sweeper.envinfo import environment, library_versions
+from sweeper.point import preflight
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
@@ -200,9 +201,9 @@ def begin(
        identity: a resume with ``prune=false`` or more memory runs it; the old record is kept the same way);
     3. a point in ``pending_elsewhere`` (its SLURM job is still queued or running) gets an unwritten ``pending``
        record;
-    4. the gate (:func:`sweeper.point.gate.check`): a refusal (``invalid``, ``unsupported``, or ``pruned`` when
-       ``prune=true`` and the point is predicted not to fit) is written as the point's record, with its predicted
-       numbers, and returned;
+    4. the gate (:func:`sweeper.point.gate.check`), then the pre-flight (:func:`sweeper.point.preflight.refusal`: the
+       libraries' own objects): a refusal (``invalid``, ``unsupported``, or ``pruned`` when ``prune=true`` and the
+       point is predicted not to fit) is written as the point's record, with its predicted numbers, and returned;
     5. the directory: created, stale rank files of an interrupted attempt removed, ``spec.json`` written.
 
     Returns:
@@ -225,6 +226,9 @@ def begin(
         )
     try:
         check(spec, target)
+        refused = preflight.refusal(spec, target)
+        if refused is not None:
+            raise refused
     except InvalidPoint as e:
         base = _base(sweep, pid, overrides, spec, None)
         return write(sweep, refusal_record(base, e, predicted_for(spec, target)))

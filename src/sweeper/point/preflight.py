@@ -1,0 +1,131 @@
+"""The pre-flight, driver side: ask the libraries themselves whether they accept a point, before any rank starts
+(docs/gate.md, "The pre-flight").
+
+The driver never imports torch or transformers, so the libraries are asked by one worker process per driver
+process (``python -m sweeper.job.preflight``, which builds the point's ``TrainingArguments``, FSDP plugin
+arguments, DeepSpeed config, model on the meta device and callbacks). :func:`warm_up` starts it early (when a sweep
+opens), so its imports overlap Hydra's composition; :func:`refusal` asks it about one point and caches the answer
+for the process. A refusal is an :class:`~sweeper.point.gate.InvalidPoint` with status ``invalid``, kind ``config``
+and rule :data:`RULE_LIBRARY` (a library refuses a value) or :data:`RULE_NO_EFFECT` (an entry that changes nothing).
+
+The pre-flight never stops a sweep by its own fault: a worker that cannot start, dies or answers nothing within
+:data:`TIMEOUT_S` is said once on stderr and the points go on to the ranks (which still report what fails, later).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import select
+import subprocess
+import sys
+import tempfile
+from typing import IO, Any
+
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
+from sweeper.point.gate import InvalidPoint
+
+#: The worker module (the rank side of the torch boundary: it may import torch and transformers).
+HELPER = "sweeper.job.preflight"
+#: Shape version of the worker's answers (``sweeper.job.preflight.FORMAT``; not imported: rank side).
+FORMAT = 1
+#: Seconds the worker may take for one request (the first one imports torch, transformers and DeepSpeed).
+TIMEOUT_S = 300.0
+#: Rule ids of the pre-flight's refusals (docs/gate.md).
+RULE_LIBRARY, RULE_NO_EFFECT = "F01", "F02"
+
+
+class _Worker:
+    """One ``python -m sweeper.job.preflight`` process: a JSON line in, a JSON line out."""
+
+    def __init__(self) -> None:
+        self.log: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", HELPER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            bufsize=1,
+        )
+
+    def ask(self, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The worker's answers for ``points``, in order.
+
+        Raises:
+            RuntimeError: the worker died, timed out or answered in another shape (its last stderr line said).
+        """
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps({"points": points}, default=str) + "\n")
+            self.proc.stdin.flush()
+            ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)
+            line = self.proc.stdout.readline() if ready else ""
+        except OSError as e:
+            raise RuntimeError(f"the worker stopped ({e}){self._last_words()}") from e
+        if not ready:
+            self.close()
+            raise RuntimeError(f"no answer within {TIMEOUT_S:g} s{self._last_words()}")
+        if not line:
+            raise RuntimeError(f"the worker exited ({self.proc.poll()}){self._last_words()}")
+        answer = json.loads(line)
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if answer.get("format") != FORMAT or not isinstance(results, list) or len(results) != len(points):
+            raise RuntimeError("the worker answered in another shape")
+        return results
+
+    def _last_words(self) -> str:
+        self.log.seek(0)
+        lines = [ln.strip() for ln in self.log.read().splitlines() if ln.strip()]
+        return f": {lines[-1][:300]}" if lines else ""
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+_worker: _Worker | None = None
+_broken: list[str] = []
+_answers: dict[str, dict[str, Any]] = {}
+
+
+def warm_up() -> None:
+    """Start the worker now (it imports the libraries while the driver goes on); nothing happens when it runs
+    already or could not start before."""
+    global _worker
+    if _worker is not None or _broken:
+        return
+    try:
+        _worker = _Worker()
+    except OSError as e:
+        _give_up(f"the worker could not start: {e}")
+        return
+    atexit.register(_worker.close)
+
+
+def _give_up(why: str) -> None:
+    if not _broken:
+        print(f"sweeper: pre-flight not run ({why}); points go to the ranks unchecked", file=sys.stderr, flush=True)
+    _broken.append(why)
+
+
+def refusal(spec: PointSpec, target: Target) -> InvalidPoint | None:
+    """What the libraries refuse in ``spec`` on ``target`` (see the module doc), or None when they accept it or the
+    pre-flight could not run. Cached per process."""
+    key = json.dumps([spec.to_dict(), target.device_type], sort_keys=True, default=str)
+    if key not in _answers:
+        warm_up()
+        if _worker is None or _broken:
+            return None
+        try:
+            (_answers[key],) = _worker.ask([{"spec": spec.to_dict(), "device": target.device_type}])
+        except (RuntimeError, ValueError) as e:
+            _give_up(str(e))
+            return None
+    found = _answers[key].get("refusal")
+    if not found:
+        return None
+    rule = RULE_NO_EFFECT if found.get("check") == "fsdp_effect" else RULE_LIBRARY
+    return InvalidPoint(str(found["message"]), tuple(found["keys"]), status="invalid", kind="config", rule=rule)
