@@ -79,7 +79,9 @@ def offload_of(fsdp: str, zero: int, fsdp_config: Mapping[str, Any], deepspeed_c
         if par != NONE:
             keys.append("deepspeed_config.zero_optimization.offload_param.device")
             if zero < 3:
-                notes.append(f"offload_param.device={par} at zero={zero}: DeepSpeed offloads parameters only at stage 3")
+                notes.append(
+                    f"offload_param.device={par} at zero={zero}: DeepSpeed offloads parameters only at stage 3"
+                )
                 par = NONE
         blocks = [z.get(k) for k in ("offload_optimizer", "offload_param") if isinstance(z.get(k), Mapping)]
         pinned = all(_truth(b.get("pin_memory", True)) for b in blocks)

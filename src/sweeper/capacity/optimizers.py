@@ -87,7 +87,8 @@ ADAMW_TORCH = OptimizerModel(
     2,
     None,
     F32,
-    f"torch AdamW (adamw_torch, adamw_torch_fused: same state): exp_avg + exp_avg_sq in the parameter's dtype, {_TORCH_STEP}",
+    "torch AdamW (adamw_torch, adamw_torch_fused: same state): exp_avg + exp_avg_sq in the parameter's dtype, "
+    + _TORCH_STEP,
 )
 
 
@@ -125,7 +126,12 @@ def hf_optimizer(training_args: Mapping[str, Any]) -> OptimizerModel:
         # momentum != 0; HF passes momentum only through optim_args ("momentum=0.9"); no step
         if _number(args, "momentum"):
             return OptimizerModel(
-                name, "momentum", 1, None, 0, "torch SGD with momentum (optim_args): momentum_buffer in the parameter's dtype"
+                name,
+                "momentum",
+                1,
+                None,
+                0,
+                "torch SGD with momentum (optim_args): momentum_buffer in the parameter's dtype",
             )
         return OptimizerModel(name, "sgd", 0, None, 0, "torch SGD without momentum: no state")
     if name == "adafactor":
@@ -140,7 +146,9 @@ def hf_optimizer(training_args: Mapping[str, Any]) -> OptimizerModel:
             "dims, a full fp32 exp_avg_sq for vectors, a 0-d fp32 RMS per tensor (step is an int)",
         )
     if name == "adagrad":
-        return OptimizerModel(name, "adagrad", 1, None, F32, f"torch Adagrad: sum in the parameter's dtype, {_TORCH_STEP}")
+        return OptimizerModel(
+            name, "adagrad", 1, None, F32, f"torch Adagrad: sum in the parameter's dtype, {_TORCH_STEP}"
+        )
     if name == "rmsprop":
         moments = 1 + (1 if _number(args, "momentum") else 0)
         moments += 1 if args.get("centered", "").lower() in ("true", "1", "yes") else 0
@@ -208,7 +216,9 @@ def resolve_optimizer(
         if kind == "adagrad":
             if offload_optimizer:
                 return cpu_adagrad
-            return OptimizerModel("Adagrad", "adagrad", 1, F32, F32, f"torch Adagrad (DeepSpeed): fp32 sum, {_TORCH_STEP}")
+            return OptimizerModel(
+                "Adagrad", "adagrad", 1, F32, F32, f"torch Adagrad (DeepSpeed): fp32 sum, {_TORCH_STEP}"
+            )
         raise UnknownOptimizer(
             f"deepspeed_config.optimizer.type={block.get('type')!r}: the memory model does not know what it stores"
         )

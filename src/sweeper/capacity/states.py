@@ -157,9 +157,7 @@ def _deepspeed_partition(numel: int, world: int) -> int:
     return -(-numel // align) * align // world
 
 
-def model_states(
-    arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off: Offload = NO_OFFLOAD
-) -> ModelStates:
+def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off: Offload = NO_OFFLOAD) -> ModelStates:
     """Model-state bytes per rank for each strategy, as the frameworks store them, for the optimizer ``opt`` and the
     offload ``off`` (applied on a GPU only: on a CPU device the host is the device).
 
