@@ -83,7 +83,7 @@ def offload_of(fsdp: str, zero: int, fsdp_config: Mapping[str, Any], deepspeed_c
                     f"offload_param.device={par} at zero={zero}: DeepSpeed offloads parameters only at stage 3"
                 )
                 par = NONE
-        blocks = [z.get(k) for k in ("offload_optimizer", "offload_param") if isinstance(z.get(k), Mapping)]
+        blocks = [b for b in (z.get("offload_optimizer"), z.get("offload_param")) if isinstance(b, Mapping)]
         pinned = all(_truth(b.get("pin_memory", True)) for b in blocks)
         return Offload(opt, par, pinned, tuple(keys), tuple(notes))
     if fsdp != "none":

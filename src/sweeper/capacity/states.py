@@ -182,7 +182,6 @@ def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off
     p, w, n = arch.total_params, lay.param_bytes, lay.shards
     if lay.device != "cuda":
         off = NO_OFFLOAD
-    base = dict(optimizer=opt, params_offload=off.params, optimizer_offload=off.optimizer, pinned=off.pinned)
     on_host = CPU
     if lay.sharded:
         if opt.kind == "adafactor":
@@ -195,10 +194,10 @@ def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off
         states = opt.state_bytes(shards, w)
         if off.any:  # FSDP cpu_offload: sharded params, grads and the optimizer on the host
             return ModelStates(
-                local * w, local * w, states, step_grad_bytes=0, **base,
-                host_param_bytes=local * w, host_grad_bytes=local * w, host_optimizer_bytes=states,
+                local * w, local * w, states, 0, 0, opt, off.params, off.optimizer,
+                local * w, local * w, states, off.pinned,
             )  # fmt: skip
-        return ModelStates(local * w, local * w, states, step_grad_bytes=local * w, **base)
+        return ModelStates(local * w, local * w, states, step_grad_bytes=local * w, optimizer=opt)
     if lay.deepspeed:
         if lay.strategy == "zero3":
             part = sum(-(-rows * rest // n) for rows, rest in arch.param_shapes())
@@ -211,7 +210,7 @@ def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off
         # HF builds two parameter groups (decay / no decay): one flat fp32 tensor each (the small one counted empty)
         opt_bytes = masters + opt.state_bytes([(part, 1), (0, 1)], FP32)
         step_grads = grads16 + part * FP32
-        host: dict[str, int] = {}
+        host_grads = host_opt = host_params = 0
         if off.optimizer != NONE:
             # the fp32 gradient partitions go to the host with the step; ZeRO-3 also keeps its 16-bit gradient
             # partitions there (grad_partitions_flat_buffer on self.device = cpu); ZeRO-1 accumulates full 16-bit
@@ -219,11 +218,14 @@ def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off
             offloaded_grads = part * FP32 + (grads16 if lay.strategy == "zero3" else 0)
             step_grads = grads16 if lay.strategy == "zero1" else 0
             if off.optimizer == on_host:
-                host.update(host_grad_bytes=offloaded_grads, host_optimizer_bytes=opt_bytes)
+                host_grads, host_opt = offloaded_grads, opt_bytes
         if off.params == on_host:
-            host["host_param_bytes"] = params
-        return ModelStates(params, None, opt_bytes, masters, step_grads, **base, **host)
-    return ModelStates(p * w, p * w, opt.state_bytes(arch.param_shapes(), w), step_grad_bytes=p * w, **base)
+            host_params = params
+        return ModelStates(
+            params, None, opt_bytes, masters, step_grads, opt, off.params, off.optimizer,
+            host_params, host_grads, host_opt, off.pinned,
+        )  # fmt: skip
+    return ModelStates(p * w, p * w, opt.state_bytes(arch.param_shapes(), w), step_grad_bytes=p * w, optimizer=opt)
 
 
 def states_for(spec: PointSpec, arch: Arch, lay: Layout) -> ModelStates:
