@@ -1,6 +1,7 @@
 """What the optimizer a point trains with keeps per parameter tensor (bytes), from ``training_args.optim`` (the
-names of transformers' ``OptimizerNames``; default ``adamw_torch``) and ``training_args.optim_args``, or under
-DeepSpeed from the optimizer DeepSpeed really steps (:func:`resolve_optimizer`).
+names of transformers' ``OptimizerNames``; default ``adamw_torch_fused``, transformers' default with torch >= 2.8)
+and ``training_args.optim_args``, or under DeepSpeed from the optimizer DeepSpeed really steps
+(:func:`resolve_optimizer`).
 
 Every state below was read in the source of the installed libraries (transformers 5.24 ``trainer_optimizer.py`` and
 ``optimization.Adafactor``, torch 2.13 ``torch/optim``, DeepSpeed 0.19 ``ops/adam/cpu_adam.py``,
@@ -25,6 +26,10 @@ F32 = 4
 BNB_BLOCK = 256
 BNB_MIN_8BIT = 4096
 BNB_QMAP = 256 * F32
+
+
+#: ``TrainingArguments.optim``'s default in transformers 5 with torch >= 2.8 (``training_args.py``: ``default_optim``).
+DEFAULT_OPTIM = "adamw_torch_fused"
 
 
 class UnknownOptimizer(ValueError):
@@ -82,7 +87,7 @@ class OptimizerModel:
 
 _TORCH_STEP = "a float32 0-d step tensor per parameter tensor"
 ADAMW_TORCH = OptimizerModel(
-    "adamw_torch",
+    DEFAULT_OPTIM,
     "adam",
     2,
     None,
@@ -117,7 +122,7 @@ def hf_optimizer(training_args: Mapping[str, Any]) -> OptimizerModel:
     Raises:
         UnknownOptimizer: an ``optim`` whose state this model does not know (named, with the reason).
     """
-    name = str(training_args.get("optim") or "adamw_torch").lower()
+    name = str(training_args.get("optim") or DEFAULT_OPTIM).lower()
     args = parse_optim_args(training_args.get("optim_args"))
     if name in ("adamw_torch", "adamw_torch_fused"):
         return OptimizerModel(name, "adam", 2, None, F32, ADAMW_TORCH.source)
@@ -224,7 +229,7 @@ def resolve_optimizer(
         )
     force = deepspeed_config.get("zero_force_ds_cpu_optimizer", True)
     if offload_optimizer and str(force).lower() not in ("false", "0"):
-        name = str(training_args.get("optim") or "adamw_torch")
+        name = str(training_args.get("optim") or DEFAULT_OPTIM)
         chosen = cpu_adagrad if name == "adagrad" else cpu_adam
         note = None
         if name not in ("adagrad", "adamw_torch", "adamw_torch_fused"):
