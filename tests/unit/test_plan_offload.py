@@ -157,3 +157,34 @@ def test_the_u15_point_without_offload_is_advised_offload_not_zero3_or_gc():
     reason = pruned_reason(spec, pred, A100_TARGET)
     assert "offload_optimizer.device=cpu" in reason
     assert "zero=3" not in reason and "gc=true" not in reason and "fsdp=" not in reason
+
+
+def test_under_zero_offload_accelerate_steps_deepspeed_cpu_adam_whatever_optim_says_and_the_note_says_so():
+    ds = {"zero_optimization": {"offload_optimizer": {"device": "cpu"}}}
+    spec, _ = _7b(zero=2, ranks_per_node=8, deepspeed_config=ds, training_args={"optim": "sgd"})
+    st = states_for(spec, *_arch_layout(spec))
+    assert st.optimizer.name == "DeepSpeedCPUAdam" and st.host_optimizer_bytes == 3 * st.master_bytes
+    assert "accelerate replaces it by DeepSpeedCPUAdam" in predict(spec, A100_TARGET).note
+    kept = {**ds, "zero_force_ds_cpu_optimizer": False}
+    spec, _ = _7b(zero=2, ranks_per_node=8, deepspeed_config=kept, training_args={"optim": "sgd"})
+    st = states_for(spec, *_arch_layout(spec))
+    assert st.optimizer.name == "sgd" and st.host_optimizer_bytes == st.master_bytes  # SGD keeps no state
+
+
+def _arch_layout(spec):
+    return Arch.from_config(spec.model_type, spec.model_config), layout(spec, "cuda")
+
+
+def test_the_u15_plan_row_has_a_device_fit_and_a_host_fit_in_its_columns():
+    from sweeper.config.schema import ClusterConfig
+    from sweeper.plan.rows import plan_frame, term_columns
+
+    spec, arch = _7b(zero=3, deepspeed_config=DS_FULL)
+    fsdp, _ = _7b(fsdp="full_shard", fsdp_config={"cpu_offload": True})
+    df = plan_frame([(spec, ClusterConfig(**A100)), (fsdp, ClusterConfig(**A100))])
+    assert list(df["status"]) == ["planned", "planned"]
+    assert list(df["fits"]) == [True, True] and list(df["predicted_host_fits"]) == [True, True]
+    assert df["predicted_host_bytes_per_node"][0] == 20 * arch.total_params
+    assert set(df["predicted_host_mem_bytes"]) == {2048 * GIB}
+    assert str(df["predicted_host_bytes_per_node"].dtype) == "Int64"
+    assert "predicted_host_mem_bytes" not in term_columns(df)  # a capacity, not a term of the device breakdown
