@@ -80,6 +80,20 @@ class MemoryEstimate:
     host_bytes: int | None = 0
 
 
+def _host_terms(st: ModelStates) -> dict[str, Term]:
+    """This rank's offloaded states in host memory, bytes (:func:`sweeper.capacity.states.model_states`)."""
+    pinned = " (pinned)" if st.pinned else ""
+    out = {}
+    if st.host_param_bytes:
+        out["host_params"] = Term(st.host_param_bytes, f"offloaded parameters (own shard / 16-bit partition){pinned}")
+    if st.host_grad_bytes:
+        out["host_grads"] = Term(st.host_grad_bytes, f"gradient partitions the host-side optimizer step reads{pinned}")
+    if st.host_optimizer_bytes:
+        what = "fp32 master partitions + " if st.master_bytes else ""
+        out["host_optimizer_states"] = Term(st.host_optimizer_bytes, f"{what}{st.optimizer.source}{pinned}")
+    return out
+
+
 def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool, seq_len: int) -> tuple[float, str]:
     """Bytes the autograd graph keeps per token for the backward pass (all layers, embeddings to final norm).
 
@@ -244,20 +258,6 @@ def estimate_memory(
             overhead["nccl"] = nccl_bytes
     host = None if st.on_nvme else sum(t.bytes for t in host_terms.values())
     return MemoryEstimate(peak, phase, terms, other, st, peak + sum(overhead.values()), overhead, host_terms, host)
-
-
-def _host_terms(st: ModelStates) -> dict[str, Term]:
-    """This rank's offloaded states in host memory, bytes (:func:`sweeper.capacity.states.model_states`)."""
-    pinned = " (pinned)" if st.pinned else ""
-    out = {}
-    if st.host_param_bytes:
-        out["host_params"] = Term(st.host_param_bytes, f"offloaded parameters (own shard / 16-bit partition){pinned}")
-    if st.host_grad_bytes:
-        out["host_grads"] = Term(st.host_grad_bytes, f"gradient partitions the host-side optimizer step reads{pinned}")
-    if st.host_optimizer_bytes:
-        what = "fp32 master partitions + " if st.master_bytes else ""
-        out["host_optimizer_states"] = Term(st.host_optimizer_bytes, f"{what}{st.optimizer.source}{pinned}")
-    return out
 
 
 _GATHER_SOURCE = {
