@@ -103,6 +103,7 @@ def test_an_unknown_optimizer_leaves_every_memory_number_unknown_and_says_which(
     assert known.fits is not None and known.peak_bytes
     assert pred.fits is None and pred.peak_bytes is None and pred.device_bytes is None
     assert pred.optimizer_state_bytes_per_rank is None and pred.max_per_device_batch_size is None
+    assert pred.param_bytes_per_rank == known.param_bytes_per_rank > 0  # not the optimizer's: still known
     assert "optim=galore_adamw" in pred.note and "fits unknown" in pred.note
     assert max_batch_size(spec, LOCAL) is None
 

@@ -11,8 +11,8 @@ from typing import Any
 from sweeper.capacity.arch import Arch, UnknownArchitecture
 from sweeper.capacity.memory import MemoryEstimate, estimate_memory
 from sweeper.capacity.offload import offload_of
-from sweeper.capacity.optimizers import UnknownOptimizer
-from sweeper.capacity.states import layout
+from sweeper.capacity.optimizers import OptimizerModel, UnknownOptimizer
+from sweeper.capacity.states import layout, model_states
 from sweeper.capacity.timing import estimate_time
 from sweeper.config.schema import PlanConfig
 from sweeper.config.spec import PointSpec
@@ -20,6 +20,8 @@ from sweeper.config.target import Target
 from sweeper.results.mfu import gpu_peak
 from sweeper.units import GIB
 
+#: A stand-in optimizer without state: the parameter and gradient bytes of a point whose optimizer is unknown.
+NO_STATE = OptimizerModel("unknown", "sgd", 0, None, 0, "no state counted")
 #: The largest micro-batch :func:`max_batch_size` considers (samples).
 MAX_BATCH = 1 << 16
 
@@ -39,7 +41,8 @@ class Prediction:
         device_mem_bytes: capacity per device (``cluster.gpu_mem_gib``), None when unknown.
         margin: ``plan.memory_margin`` used for ``fits``.
         fits: ``device_bytes <= device_mem_bytes × (1 − margin)``; None when the capacity is unknown, or the
-            optimizer is one the model does not know (every memory number is then None; ``note`` says which).
+            optimizer is one the model does not know (every memory number that depends on it is then None, the
+            parameter and gradient bytes are still given; ``note`` says which optimizer and why).
         peak_phase: ``forward-backward`` or ``end of backward`` (sweeper.capacity.memory.PHASE_*).
         param_bytes_per_rank, grad_bytes_per_rank, optimizer_state_bytes_per_rank: model states (as measured).
         terms: the breakdown of the peak, bytes (GPU-only terms left out on CPU), plus the GPU overheads.
@@ -190,6 +193,9 @@ def predict(
     except UnknownOptimizer as e:
         mem = None
         notes.append(f"{e}: memory not predicted, fits unknown (never pruned)")
+        # the parameters and gradients do not depend on the optimizer: still given
+        st = model_states(arch, layout(spec, device), NO_STATE)
+        out.update(param_bytes_per_rank=st.param_bytes, grad_bytes_per_rank=st.grad_bytes)
     if mem is not None:
         out.update(_memory_numbers(spec, mem, device, capacity, host_capacity, settings.memory_margin, notes))
         if with_max_batch and capacity is not None:
