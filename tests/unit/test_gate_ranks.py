@@ -44,4 +44,3 @@ def test_cpu_ranks_are_not_limited_by_gpus_per_node():
     spec = make_spec(ranks_per_node=4, device="cpu")
     check(spec, target_for(spec, "local", {"name": "local"}))
     check(spec, target_for(spec, "slurm", {"name": "dev", "gpus_per_node": 0}))
-
