@@ -188,3 +188,17 @@ def test_the_u15_plan_row_has_a_device_fit_and_a_host_fit_in_its_columns():
     assert set(df["predicted_host_mem_bytes"]) == {2048 * GIB}
     assert str(df["predicted_host_bytes_per_node"].dtype) == "Int64"
     assert "predicted_host_mem_bytes" not in term_columns(df)  # a capacity, not a term of the device breakdown
+
+
+def test_zero2_offload_with_accumulation_keeps_a_16_bit_accumulation_partition_on_the_host():
+    ds = {"zero_optimization": {"offload_optimizer": {"device": "cpu"}}}
+    one, arch = _7b(zero=2, ranks_per_node=8, deepspeed_config=ds)
+    two, _ = _7b(zero=2, ranks_per_node=8, deepspeed_config=ds, grad_accum=2)
+    a, b = (states_for(s, arch, layout(s, "cuda")) for s in (one, two))
+    part = a.master_bytes // 4
+    assert b.host_grad_bytes - a.host_grad_bytes == 2 * part  # accumulated_grads_in_cpu, bf16
+    z3, _ = _7b(zero=3, deepspeed_config=DS_FULL, grad_accum=2)
+    z3_one, _ = _7b(zero=3, deepspeed_config=DS_FULL)
+    # ZeRO-3 accumulates into its (already counted) grad_partitions_flat_buffer
+    host = [states_for(s, arch, layout(s, "cuda")).host_bytes for s in (z3, z3_one)]
+    assert host[0] == host[1] > 0

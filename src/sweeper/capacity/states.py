@@ -157,7 +157,9 @@ def _deepspeed_partition(numel: int, world: int) -> int:
     return -(-numel // align) * align // world
 
 
-def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off: Offload = NO_OFFLOAD) -> ModelStates:
+def model_states(
+    arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off: Offload = NO_OFFLOAD, grad_accum: int = 1
+) -> ModelStates:
     """Model-state bytes per rank for each strategy, as the frameworks store them, for the optimizer ``opt`` and the
     offload ``off`` (applied on a GPU only: on a CPU device the host is the device).
 
@@ -171,7 +173,9 @@ def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off
     sharded like the parameters. Offload (:mod:`sweeper.capacity.offload`): ZeRO-Offload of the optimizer moves the
     masters, the states and the fp32 gradient partitions (ZeRO-3: also its 16-bit gradient partitions) to the host;
     of the parameters (ZeRO-3) the 16-bit partitions; FSDP ``cpu_offload`` the sharded parameters, gradients and
-    states.
+    states. With ``grad_accum`` > 1, ZeRO-1/2 offload also accumulates each of its partition's parameters' gradients
+    in a host buffer of the parameter's dtype (``accumulated_grads_in_cpu``, ``stage_1_and_2.py``
+    ``async_accumulate_grad_in_cpu_via_gpu``): one more partition in 16 bits.
 
     Returns:
         :class:`ModelStates` for the most loaded rank.
@@ -216,6 +220,8 @@ def model_states(arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off
             # partitions there (grad_partitions_flat_buffer on self.device = cpu); ZeRO-1 accumulates full 16-bit
             # gradients in param.grad on the device, ZeRO-2 only its buckets
             offloaded_grads = part * FP32 + (grads16 if lay.strategy == "zero3" else 0)
+            if grad_accum > 1 and lay.strategy != "zero3":
+                offloaded_grads += part * w  # accumulated_grads_in_cpu
             step_grads = grads16 if lay.strategy == "zero1" else 0
             if off.optimizer == on_host:
                 host_grads, host_opt = offloaded_grads, opt_bytes
@@ -239,4 +245,4 @@ def states_for(spec: PointSpec, arch: Arch, lay: Layout) -> ModelStates:
     off = offload_of(spec.fsdp, spec.zero, spec.fsdp_config, spec.deepspeed_config)
     ds = spec.deepspeed_config if spec.zero else None
     opt = resolve_optimizer(spec.training_args, ds, off.optimizer != NONE)
-    return model_states(arch, lay, opt, off)
+    return model_states(arch, lay, opt, off, spec.grad_accum)
