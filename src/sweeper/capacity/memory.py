@@ -20,6 +20,10 @@ gradients, the optimizer's state and every tensor allocated while it runs, but n
 before it started outside those (DDP's gradient buckets, DeepSpeed's fp32 partitions and buckets). Such terms are
 kept in the breakdown with ``gpu_only=True`` and left out of the CPU peak. The CUDA context and NCCL's buffers are not
 allocator memory at all: they are added only to :attr:`MemoryEstimate.device_bytes` (what must fit on the card).
+
+Offload (GPU only; :mod:`sweeper.capacity.offload`): offloaded states leave the device's terms and become
+:attr:`MemoryEstimate.host_terms`, this rank's bytes in host memory (pinned by default); the planner sums them per
+node and judges them against the node's host memory (``sweeper.capacity.predict``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sweeper.capacity.arch import Arch
-from sweeper.capacity.states import FP32, Layout, ModelStates, layout, model_states
+from sweeper.capacity.states import FP32, Layout, ModelStates, layout, states_for
 from sweeper.config.spec import PointSpec
 from sweeper.units import GIB
 
@@ -60,6 +64,9 @@ class MemoryEstimate:
         device_bytes: what must fit on the device: GPU: ``peak × (1 + fragmentation) + CUDA context + NCCL``; CPU:
             ``peak_bytes``.
         overhead: the GPU-only additions to ``device_bytes`` (name -> bytes).
+        host_terms: this rank's offloaded states in host memory (name -> :class:`Term`; empty without offload).
+        host_bytes: their sum, bytes per rank; None when a state is on NVMe (DeepSpeed's swap buffers in pinned
+            host memory are not modelled, so the host's share is unknown).
     """
 
     peak_bytes: int
@@ -69,6 +76,22 @@ class MemoryEstimate:
     states: ModelStates
     device_bytes: int
     overhead: dict[str, int] = field(default_factory=dict)
+    host_terms: dict[str, Term] = field(default_factory=dict)
+    host_bytes: int | None = 0
+
+
+def _host_terms(st: ModelStates) -> dict[str, Term]:
+    """This rank's offloaded states in host memory, bytes (:func:`sweeper.capacity.states.model_states`)."""
+    pinned = " (pinned)" if st.pinned else ""
+    out = {}
+    if st.host_param_bytes:
+        out["host_params"] = Term(st.host_param_bytes, f"offloaded parameters (own shard / 16-bit partition){pinned}")
+    if st.host_grad_bytes:
+        out["host_grads"] = Term(st.host_grad_bytes, f"gradient partitions the host-side optimizer step reads{pinned}")
+    if st.host_optimizer_bytes:
+        what = "fp32 master partitions + " if st.master_bytes else ""
+        out["host_optimizer_states"] = Term(st.host_optimizer_bytes, f"{what}{st.optimizer.source}{pinned}")
+    return out
 
 
 def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool, seq_len: int) -> tuple[float, str]:
@@ -151,25 +174,31 @@ def estimate_memory(
 
     Returns:
         A :class:`MemoryEstimate`.
+
+    Raises:
+        sweeper.capacity.optimizers.UnknownOptimizer: the optimizer that runs is one the model does not know.
     """
     lay = layout(spec, device)
     b = spec.micro_batch if batch is None else batch
     tokens = b * spec.seq_len
-    st = model_states(arch, lay)
+    st = states_for(spec, arch, lay)
     gpu = device == "cuda"
     terms_fb: dict[str, Term] = {}
     terms_step: dict[str, Term] = {}
 
     params = Term(st.param_bytes, "model parameters this rank holds (own shard under FSDP / ZeRO-3)")
     opt_visible = st.optimizer_state_bytes - st.master_bytes
-    opt = Term(opt_visible, "AdamW exp_avg + exp_avg_sq (+ a step scalar per tensor)")
+    opt = Term(opt_visible, st.optimizer.source)
+    host_terms = _host_terms(st)
     for terms in (terms_fb, terms_step):
-        terms["params"] = params
-        terms["optimizer_states"] = opt
-        if st.master_bytes:
-            terms["fp32_master_weights"] = Term(
-                st.master_bytes, "DeepSpeed fp32 master partitions (allocated before MemTracker starts)", gpu_only=True
-            )
+        if st.params_offload == "none":
+            terms["params"] = params
+        if st.optimizer_offload == "none":
+            terms["optimizer_states"] = opt
+            if st.master_bytes:
+                terms["fp32_master_weights"] = Term(
+                    st.master_bytes, "DeepSpeed fp32 master partitions (allocated before MemTracker starts)", True
+                )
 
     # ---- forward-backward peak: at the loss's backward ----
     per_token, what = activation_bytes_per_token(arch, lay, spec.gc, spec.seq_len)
@@ -227,7 +256,8 @@ def estimate_memory(
         overhead["cuda_context"] = cuda_context_bytes
         if lay.world > 1:
             overhead["nccl"] = nccl_bytes
-    return MemoryEstimate(peak, phase, terms, other, st, peak + sum(overhead.values()), overhead)
+    host = None if st.on_nvme else sum(t.bytes for t in host_terms.values())
+    return MemoryEstimate(peak, phase, terms, other, st, peak + sum(overhead.values()), overhead, host_terms, host)
 
 
 _GATHER_SOURCE = {

@@ -9,8 +9,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sweeper.capacity.arch import Arch, UnknownArchitecture
-from sweeper.capacity.memory import estimate_memory
-from sweeper.capacity.states import layout
+from sweeper.capacity.memory import MemoryEstimate, estimate_memory
+from sweeper.capacity.offload import offload_of
+from sweeper.capacity.optimizers import OptimizerModel, UnknownOptimizer
+from sweeper.capacity.states import layout, model_states
 from sweeper.capacity.timing import estimate_time
 from sweeper.config.schema import PlanConfig
 from sweeper.config.spec import PointSpec
@@ -18,6 +20,8 @@ from sweeper.config.target import Target
 from sweeper.results.mfu import gpu_peak
 from sweeper.units import GIB
 
+#: A stand-in optimizer without state: the parameter and gradient bytes of a point whose optimizer is unknown.
+NO_STATE = OptimizerModel("unknown", "sgd", 0, None, 0, "no state counted")
 #: The largest micro-batch :func:`max_batch_size` considers (samples).
 MAX_BATCH = 1 << 16
 
@@ -36,10 +40,16 @@ class Prediction:
         device_bytes: what must fit on the device (GPU: peak × (1 + fragmentation) + CUDA context + NCCL).
         device_mem_bytes: capacity per device (``cluster.gpu_mem_gib``), None when unknown.
         margin: ``plan.memory_margin`` used for ``fits``.
-        fits: ``device_bytes <= device_mem_bytes × (1 − margin)``; None when the capacity is unknown.
+        fits: ``device_bytes <= device_mem_bytes × (1 − margin)``; None when the capacity is unknown, or the
+            optimizer is one the model does not know (every memory number that depends on it is then None, the
+            parameter and gradient bytes are still given; ``note`` says which optimizer and why).
         peak_phase: ``forward-backward`` or ``end of backward`` (sweeper.capacity.memory.PHASE_*).
         param_bytes_per_rank, grad_bytes_per_rank, optimizer_state_bytes_per_rank: model states (as measured).
         terms: the breakdown of the peak, bytes (GPU-only terms left out on CPU), plus the GPU overheads.
+        host_bytes_per_node: offloaded states in host memory per node (bytes per rank × ``ranks_per_node``;
+            pinned by default; 0 without offload); None when unknown (NVMe offload, unknown optimizer).
+        host_mem_bytes: host memory per node (``cluster.host_mem_gib`` × 2**30 bytes), None when unknown.
+        host_fits: ``host_bytes_per_node <= host_mem_bytes × (1 − margin)``; None when either is unknown.
         max_per_device_batch_size: largest micro-batch that fits (None: capacity unknown; 0: none fits).
         step_time_s, tokens_per_s_per_device, mfu, compute_s, comm_s: the time model's numbers (None without a
             peak); ``comm_s`` None also when the bandwidth is unknown.
@@ -59,6 +69,9 @@ class Prediction:
     grad_bytes_per_rank: int | None = None
     optimizer_state_bytes_per_rank: int | None = None
     terms: dict[str, int] = field(default_factory=dict)
+    host_bytes_per_node: int | None = None
+    host_mem_bytes: int | None = None
+    host_fits: bool | None = None
     max_per_device_batch_size: int | None = None
     step_time_s: float | None = None
     tokens_per_s_per_device: float | None = None
@@ -116,6 +129,24 @@ def _fits(device_bytes: int, capacity: int | None, margin: float) -> bool | None
     return None if capacity is None else device_bytes <= capacity * (1.0 - margin)
 
 
+def host_capacity_bytes(target: Target) -> int | None:
+    """Host memory per node from the cluster config (``host_mem_gib`` × 2**30 bytes), or None."""
+    gib = target.cluster.host_mem_gib
+    return int(float(gib) * GIB) if gib else None
+
+
+def _memory(spec: PointSpec, arch: Arch, device: str, settings: PlanConfig, batch: int | None = None) -> MemoryEstimate:
+    return estimate_memory(
+        spec,
+        arch,
+        device,
+        batch=batch,
+        fragmentation=settings.fragmentation,
+        cuda_context_bytes=int(settings.cuda_context_gib * GIB),
+        nccl_bytes=int(settings.nccl_gib * GIB),
+    )
+
+
 def capacity_bytes(target: Target) -> int | None:
     """Device memory per rank from the cluster config (``gpu_mem_gib`` × 2**30 bytes), or None."""
     gib = target.cluster.gpu_mem_gib
@@ -148,36 +179,27 @@ def predict(
         return Prediction(margin=settings.memory_margin, note=str(e))
     spec, auto_note = resolve_auto_batch(spec, target)
     device = "cuda" if target.device_type == "cuda" else "cpu"
-    mem = estimate_memory(
-        spec,
-        arch,
-        device,
-        fragmentation=settings.fragmentation,
-        cuda_context_bytes=int(settings.cuda_context_gib * GIB),
-        nccl_bytes=int(settings.nccl_gib * GIB),
-    )
-    capacity = capacity_bytes(target)
-    terms = {k: t.bytes for k, t in mem.terms.items() if device == "cuda" or not t.gpu_only}
-    terms.update(mem.overhead)
+    capacity, host_capacity = capacity_bytes(target), host_capacity_bytes(target)
     notes = [auto_note] if auto_note else []
-    if capacity is None:
-        notes.append("no device memory known (cluster.gpu_mem_gib): fits not decided")
     out: dict[str, Any] = dict(
-        peak_bytes=mem.peak_bytes,
-        device_bytes=mem.device_bytes,
         device_mem_bytes=capacity,
+        host_mem_bytes=host_capacity,
         margin=settings.memory_margin,
-        fits=_fits(mem.device_bytes, capacity, settings.memory_margin),
-        peak_phase=mem.peak_phase,
-        param_bytes_per_rank=mem.states.param_bytes,
-        grad_bytes_per_rank=mem.states.grad_bytes,
-        optimizer_state_bytes_per_rank=mem.states.optimizer_state_bytes,
-        terms=terms,
         efficiency=settings.efficiency,
         efficiency_source="plan.efficiency",
     )
-    if with_max_batch and capacity is not None:
-        out["max_per_device_batch_size"] = max_batch_size(spec, target, arch=arch)
+    try:
+        mem: MemoryEstimate | None = _memory(spec, arch, device, settings)
+    except UnknownOptimizer as e:
+        mem = None
+        notes.append(f"{e}: memory not predicted, fits unknown (never pruned)")
+        # the parameters and gradients do not depend on the optimizer: still given
+        st = model_states(arch, layout(spec, device), NO_STATE)
+        out.update(param_bytes_per_rank=st.param_bytes, grad_bytes_per_rank=st.grad_bytes)
+    if mem is not None:
+        out.update(_memory_numbers(spec, mem, device, capacity, host_capacity, settings.memory_margin, notes))
+        if with_max_batch and capacity is not None:
+            out["max_per_device_batch_size"] = max_batch_size(spec, target, arch=arch)
     peak, source = _peak(spec, target, measured_peak_flops, peak_source)
     out["peak_source"] = source
     if peak:
@@ -216,12 +238,54 @@ def predict(
     return Prediction(**out)
 
 
+def _memory_numbers(
+    spec: PointSpec,
+    mem: MemoryEstimate,
+    device: str,
+    capacity: int | None,
+    host_capacity: int | None,
+    margin: float,
+    notes: list[str],
+) -> dict[str, Any]:
+    """The :class:`Prediction` fields of one memory estimate; appends to ``notes`` what is unknown and why."""
+    terms = {k: t.bytes for k, t in mem.terms.items() if device == "cuda" or not t.gpu_only}
+    terms.update(mem.overhead)
+    if capacity is None:
+        notes.append("no device memory known (cluster.gpu_mem_gib): fits not decided")
+    st = mem.states
+    if st.optimizer.note:
+        notes.append(st.optimizer.note)
+    off = offload_of(spec.fsdp, spec.zero, spec.fsdp_config, spec.deepspeed_config)
+    notes.extend(off.notes)
+    if off.any and device != "cuda":
+        notes.append("offload on a CPU device: host and device are one memory, the offloaded states stay in the peak")
+    host = None if mem.host_bytes is None else mem.host_bytes * spec.ranks_per_node
+    if mem.host_bytes is None:
+        notes.append("states offloaded to NVMe: on neither the device nor the host; DeepSpeed's pinned swap buffers "
+                     "are not modelled, so the host fit is unknown")  # fmt: skip
+    elif host and host_capacity is None:
+        notes.append("no host memory known (cluster.host_mem_gib): host fit not decided")
+    return dict(
+        peak_bytes=mem.peak_bytes,
+        device_bytes=mem.device_bytes,
+        fits=_fits(mem.device_bytes, capacity, margin),
+        peak_phase=mem.peak_phase,
+        param_bytes_per_rank=st.param_bytes,
+        grad_bytes_per_rank=st.grad_bytes,
+        optimizer_state_bytes_per_rank=st.optimizer_state_bytes,
+        terms=terms,
+        host_bytes_per_node=host,
+        host_fits=None if host is None else _fits(host, host_capacity, margin),
+    )
+
+
 def max_batch_size(spec: PointSpec, target: Target, *, arch: Arch | None = None) -> int | None:
     """The largest micro-batch per device (samples) whose predicted ``device_bytes`` fits the target's device memory
     with ``plan.memory_margin`` held back: bisection over ``1 … MAX_BATCH`` (the peak grows with the batch).
 
     Returns:
-        The batch; 0 when not even one sample fits; None when the device memory or the architecture is unknown.
+        The batch; 0 when not even one sample fits; None when the device memory, the architecture or the optimizer
+        is unknown.
     """
     capacity = capacity_bytes(target)
     if capacity is None:
@@ -235,18 +299,14 @@ def max_batch_size(spec: PointSpec, target: Target, *, arch: Arch | None = None)
     device = "cuda" if target.device_type == "cuda" else "cpu"
 
     def fits(b: int) -> bool:
-        mem = estimate_memory(
-            spec,
-            arch,
-            device,
-            batch=b,
-            fragmentation=settings.fragmentation,
-            cuda_context_bytes=int(settings.cuda_context_gib * GIB),
-            nccl_bytes=int(settings.nccl_gib * GIB),
-        )
+        mem = _memory(spec, arch, device, settings, batch=b)
         return bool(_fits(mem.device_bytes, capacity, settings.memory_margin))
 
-    if not fits(1):
+    try:
+        one = fits(1)
+    except UnknownOptimizer:
+        return None
+    if not one:
         return 0
     lo, hi = 1, 2
     while hi <= MAX_BATCH and fits(hi):

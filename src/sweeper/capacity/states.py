@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweeper.capacity.arch import Arch
+from sweeper.capacity.offload import CPU, NONE, NVME, Offload, offload_of
+from sweeper.capacity.optimizers import ADAMW_TORCH, OptimizerModel, UnknownOptimizer, resolve_optimizer
 from sweeper.config.spec import PointSpec
+
+#: No state offloaded.
+NO_OFFLOAD = Offload()
 
 #: Bytes per element of a storage dtype (``model_dtype``) and of a compute precision.
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -98,17 +103,27 @@ def layout(spec: PointSpec, device: str) -> Layout:
 @dataclass(frozen=True)
 class ModelStates:
     """Parameter, gradient and optimizer-state bytes one rank holds, as the harness counts them
-    (:func:`sweeper.job.memory.model_state_bytes`).
+    (:func:`sweeper.job.memory.model_state_bytes`: every local tensor, wherever it lives), and which of them are
+    offloaded (:mod:`sweeper.capacity.offload`).
 
     Attributes:
         param_bytes: the model's parameters this rank holds (FSDP / ZeRO-3: its shard; padding not stored).
         grad_bytes: ``param.grad`` bytes this rank holds after backward; None under DeepSpeed, whose gradients live
             in its own partitions (the harness cannot observe them either).
-        optimizer_state_bytes: Adam's ``exp_avg`` + ``exp_avg_sq`` (in the dtype of the parameters it steps) and one
-            fp32 ``step`` scalar per parameter tensor, plus DeepSpeed's fp32 master partitions.
+        optimizer_state_bytes: the optimizer's state tensors (:mod:`sweeper.capacity.optimizers`: AdamW's
+            ``exp_avg`` + ``exp_avg_sq`` and a ``step`` scalar per tensor, SGD's momentum buffer, Adafactor's
+            factored moments, ...), plus DeepSpeed's fp32 master partitions.
         master_bytes: the part of ``optimizer_state_bytes`` that is DeepSpeed's fp32 master partitions (allocated
             before training, outside what MemTracker tracks).
-        step_grad_bytes: gradient bytes alive during the optimizer step (DeepSpeed: its 16-bit and fp32 partitions).
+        step_grad_bytes: gradient bytes alive **on the device** during the optimizer step (DeepSpeed: its 16-bit and
+            fp32 partitions; 0 where offloading moved them to the host).
+        optimizer: the optimizer's model (its name and the source of its layout).
+        params_offload, optimizer_offload: ``none``, ``cpu`` or ``nvme``: where the parameters at rest and the
+            optimizer's states (with the masters) live.
+        host_param_bytes, host_grad_bytes, host_optimizer_bytes: bytes of this rank's states in host memory
+            (offloaded parameters; DeepSpeed's fp32 and 16-bit gradient partitions or FSDP's sharded gradients;
+            optimizer states with the fp32 masters).
+        pinned: the host copies are page-locked (DeepSpeed's and FSDP2's default).
     """
 
     param_bytes: int
@@ -116,6 +131,23 @@ class ModelStates:
     optimizer_state_bytes: int
     master_bytes: int = 0
     step_grad_bytes: int = 0
+    optimizer: OptimizerModel = ADAMW_TORCH
+    params_offload: str = NONE
+    optimizer_offload: str = NONE
+    host_param_bytes: int = 0
+    host_grad_bytes: int = 0
+    host_optimizer_bytes: int = 0
+    pinned: bool = False
+
+    @property
+    def host_bytes(self) -> int:
+        """Bytes of this rank's states in host memory."""
+        return self.host_param_bytes + self.host_grad_bytes + self.host_optimizer_bytes
+
+    @property
+    def on_nvme(self) -> bool:
+        """Some state is on NVMe (neither device nor host memory; DeepSpeed's swap buffers are not modelled)."""
+        return NVME in (self.params_offload, self.optimizer_offload)
 
 
 def _deepspeed_partition(numel: int, world: int) -> int:
@@ -125,33 +157,92 @@ def _deepspeed_partition(numel: int, world: int) -> int:
     return -(-numel // align) * align // world
 
 
-def model_states(arch: Arch, lay: Layout) -> ModelStates:
-    """Model-state bytes per rank for each strategy, as the frameworks store them.
+def model_states(
+    arch: Arch, lay: Layout, opt: OptimizerModel = ADAMW_TORCH, off: Offload = NO_OFFLOAD, grad_accum: int = 1
+) -> ModelStates:
+    """Model-state bytes per rank for each strategy, as the frameworks store them, for the optimizer ``opt`` and the
+    offload ``off`` (applied on a GPU only: on a CPU device the host is the device).
 
-    Sources: ZeRO paper (Rajbhandari et al. 2020) for the partitioning; torch ``AdamW`` keeps ``exp_avg`` and
-    ``exp_avg_sq`` in the parameter's dtype and a float32 ``step`` per tensor; HF autocast (``bf16=True`` over fp32
-    weights) keeps fp32 weights and gradients (16 bytes/param with Adam, no 2-byte copy); DeepSpeed ZeRO keeps
-    16-bit (or fp32) module weights, fp32 master partitions (``single_partition_of_fp32_groups``,
-    ``fp32_partitioned_groups_flat``) and Adam on those (12 bytes/param / N); FSDP2 (``fully_shard``) splits every
-    tensor on dim 0, so gradients and Adam states are sharded like the parameters.
+    Sources: ZeRO paper (Rajbhandari et al. 2020) for the partitioning; the optimizer's state per tensor from
+    :class:`~sweeper.capacity.optimizers.OptimizerModel` (torch ``AdamW``: ``exp_avg`` and ``exp_avg_sq`` in the
+    parameter's dtype and a float32 ``step`` per tensor); HF autocast (``bf16=True`` over fp32 weights) keeps fp32
+    weights and gradients (16 bytes/param with Adam, no 2-byte copy); DeepSpeed ZeRO keeps 16-bit (or fp32) module
+    weights, fp32 master partitions (``single_partition_of_fp32_groups``, ``fp32_partitioned_groups_flat``) and the
+    optimizer's state on those flat fp32 partitions (two flat groups: HF's decay / no-decay), so Adafactor is not
+    factored there; FSDP2 (``fully_shard``) splits every tensor on dim 0, so gradients and optimizer states are
+    sharded like the parameters. Offload (:mod:`sweeper.capacity.offload`): ZeRO-Offload of the optimizer moves the
+    masters, the states and the fp32 gradient partitions (ZeRO-3: also its 16-bit gradient partitions) to the host;
+    of the parameters (ZeRO-3) the 16-bit partitions; FSDP ``cpu_offload`` the sharded parameters, gradients and
+    states. With ``grad_accum`` > 1, ZeRO-1/2 offload also accumulates each of its partition's parameters' gradients
+    in a host buffer of the parameter's dtype (``accumulated_grads_in_cpu``, ``stage_1_and_2.py``
+    ``async_accumulate_grad_in_cpu_via_gpu``): one more partition in 16 bits.
 
     Returns:
         :class:`ModelStates` for the most loaded rank.
+
+    Raises:
+        UnknownOptimizer: Adafactor under FSDP (its factored states of a DTensor were not measured).
     """
     p, w, n = arch.total_params, lay.param_bytes, lay.shards
-    steps = arch.param_tensors * FP32
+    if lay.device != "cuda":
+        off = NO_OFFLOAD
+    on_host = CPU
     if lay.sharded:
-        local = arch.sharded_params(n)
-        return ModelStates(local * w, local * w, 2 * local * w + steps, step_grad_bytes=local * w)
+        if opt.kind == "adafactor":
+            raise UnknownOptimizer(
+                "optim=adafactor under FSDP: Adafactor's factored states of sharded (DTensor) parameters are not "
+                "modelled"
+            )
+        shards = [(-(-rows // n), rest) for rows, rest in arch.param_shapes()]
+        local = sum(r * c for r, c in shards)
+        states = opt.state_bytes(shards, w)
+        if off.any:  # FSDP cpu_offload: sharded params, grads and the optimizer on the host
+            return ModelStates(
+                local * w, local * w, states, 0, 0, opt, off.params, off.optimizer,
+                local * w, local * w, states, off.pinned,
+            )  # fmt: skip
+        return ModelStates(local * w, local * w, states, step_grad_bytes=local * w, optimizer=opt)
     if lay.deepspeed:
-        groups_steps = 2 * FP32  # HF builds two parameter groups (decay / no decay): one flat fp32 tensor each
         if lay.strategy == "zero3":
             part = sum(-(-rows * rest // n) for rows, rest in arch.param_shapes())
-            masters = part * FP32
-            return ModelStates(part * w, None, masters + 2 * part * FP32 + groups_steps, masters, part * (w + FP32))
-        part = _deepspeed_partition(p, n)
+            params, grads16 = part * w, part * w
+        else:
+            part = _deepspeed_partition(p, n)
+            # ZeRO-1: full gradients until the step; ZeRO-2: gradients reduced into partitions during backward
+            params, grads16 = p * w, (p * w if lay.strategy == "zero1" else part * w)
         masters = part * FP32
-        # ZeRO-1: full gradients until the step; ZeRO-2: gradients reduced into partitions during backward
-        grads = p * w if lay.strategy == "zero1" else part * w
-        return ModelStates(p * w, None, masters + 2 * part * FP32 + groups_steps, masters, grads + part * FP32)
-    return ModelStates(p * w, p * w, 2 * p * w + steps, step_grad_bytes=p * w)
+        # HF builds two parameter groups (decay / no decay): one flat fp32 tensor each (the small one counted empty)
+        opt_bytes = masters + opt.state_bytes([(part, 1), (0, 1)], FP32)
+        step_grads = grads16 + part * FP32
+        host_grads = host_opt = host_params = 0
+        if off.optimizer != NONE:
+            # the fp32 gradient partitions go to the host with the step; ZeRO-3 also keeps its 16-bit gradient
+            # partitions there (grad_partitions_flat_buffer on self.device = cpu); ZeRO-1 accumulates full 16-bit
+            # gradients in param.grad on the device, ZeRO-2 only its buckets
+            offloaded_grads = part * FP32 + (grads16 if lay.strategy == "zero3" else 0)
+            if grad_accum > 1 and lay.strategy != "zero3":
+                offloaded_grads += part * w  # accumulated_grads_in_cpu
+            step_grads = grads16 if lay.strategy == "zero1" else 0
+            if off.optimizer == on_host:
+                host_grads, host_opt = offloaded_grads, opt_bytes
+        if off.params == on_host:
+            host_params = params
+        return ModelStates(
+            params, None, opt_bytes, masters, step_grads, opt, off.params, off.optimizer,
+            host_params, host_grads, host_opt, off.pinned,
+        )  # fmt: skip
+    return ModelStates(p * w, p * w, opt.state_bytes(arch.param_shapes(), w), step_grad_bytes=p * w, optimizer=opt)
+
+
+def states_for(spec: PointSpec, arch: Arch, lay: Layout) -> ModelStates:
+    """:func:`model_states` for ``spec``: its optimizer (:func:`~sweeper.capacity.optimizers.resolve_optimizer`
+    from ``training_args`` and, under DeepSpeed, ``deepspeed_config``) and its offload
+    (:func:`~sweeper.capacity.offload.offload_of`).
+
+    Raises:
+        UnknownOptimizer: the optimizer that runs is one the model does not know.
+    """
+    off = offload_of(spec.fsdp, spec.zero, spec.fsdp_config, spec.deepspeed_config)
+    ds = spec.deepspeed_config if spec.zero else None
+    opt = resolve_optimizer(spec.training_args, ds, off.optimizer != NONE)
+    return model_states(arch, lay, opt, off, spec.grad_accum)

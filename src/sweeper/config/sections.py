@@ -42,6 +42,9 @@ class ClusterConfig:
     gpu_mem_gib: float | None = None
     # the vendor's label for that memory, decimal GB ("80" for an "80 GB" card), shown beside gpu_mem_gib
     gpu_mem_vendor_gb: float | None = None
+    # host (CPU) memory per node, GiB (2**30 bytes): capacity planning's host fit for offloaded states (ZeRO-Offload,
+    # FSDP cpu_offload); null = unknown (the host fit is not decided)
+    host_mem_gib: float | None = None
     # collective bandwidth per device inside one node and between nodes, GB/s (10**9 bytes/s), as NCCL's
     # all_reduce_perf "busbw" reports it; null = communication is not modelled (plan says so)
     intra_node_bandwidth_gb_s: float | None = None

@@ -64,6 +64,9 @@ COLUMNS: tuple[str, ...] = (
     "reason",
     "fits",
     "max_per_device_batch_size",
+    "predicted_host_bytes_per_node",
+    "predicted_host_mem_bytes",
+    "predicted_host_fits",
     "predicted_peak_bytes",
     "predicted_peak_gib",
     "predicted_device_bytes",
@@ -105,8 +108,8 @@ TERM_ORDER: tuple[str, ...] = (
 )
 
 
-#: A breakdown column: ``predicted_<term>_bytes``, not the peak, the device total or the capacity.
-_TERM_COLUMN = re.compile(r"^predicted_(?!(?:peak|device|device_mem)_bytes$)\w+_bytes$")
+#: A breakdown column: ``predicted_<term>_bytes``, not the peak, the device total or a capacity (device, host).
+_TERM_COLUMN = re.compile(r"^predicted_(?!(?:peak|device|device_mem|host_mem)_bytes$)\w+_bytes$")
 
 
 def plan_axes(df: pd.DataFrame) -> list[str]:
@@ -258,8 +261,11 @@ def plan_frame(points: Sequence[tuple[PointSpec, ClusterConfig]]) -> pd.DataFram
     for name, source in _GIB_OF.items():
         df[name] = pd.to_numeric(df[source], errors="coerce") / GIB
     for name in df.columns:
-        if name.endswith(("_bytes", "_bytes_per_rank")) or name in ("max_per_device_batch_size", "zero"):
+        if name.endswith(("_bytes", "_bytes_per_rank", "_bytes_per_node")) or name in (
+            "max_per_device_batch_size",
+            "zero",
+        ):
             df[name] = pd.to_numeric(df[name], errors="coerce").round().astype("Int64")
-        elif name in ("fits", "gc"):
+        elif name in ("fits", "gc", "predicted_host_fits"):
             df[name] = df[name].astype("boolean")
     return df

@@ -329,6 +329,12 @@ COLUMNS: tuple[Column, ...] = (
            _predicted("grad_bytes_per_rank")),
     Column("predicted_optimizer_state_bytes_per_rank", INT, "bytes", "predicted optimizer-state bytes per rank",
            _predicted("optimizer_state_bytes_per_rank")),
+    Column("predicted_host_bytes_per_node", INT, "bytes", "predicted offloaded states in host memory per node "
+           "(ZeRO-Offload, FSDP cpu_offload)", _predicted("host_bytes_per_node")),
+    Column("predicted_host_mem_bytes", INT, "bytes", "host memory per node the host fit was judged against "
+           "(cluster.host_mem_gib)", _predicted("host_mem_bytes")),
+    Column("predicted_host_fits", BOOL, "", "predicted_host_bytes_per_node <= predicted_host_mem_bytes x (1 - margin); "
+           "empty when unknown", _predicted("host_fits")),
     Column("predicted_step_time_s", FLOAT, "s", "predicted optimizer step time", _predicted("step_time_s")),
     Column("predicted_compute_s", FLOAT, "s", "predicted compute time per step", _predicted("compute_s")),
     Column("predicted_comm_s", FLOAT, "s", "predicted communication time per step (before overlap)",
