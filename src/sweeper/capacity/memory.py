@@ -95,6 +95,11 @@ def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool, seq_len: int) 
     * dropout (gpt2's ``resid_pdrop``/``embd_pdrop``, 0.1 by default) keeps a 1-byte mask and its output;
     * full checkpointing (``gc``) keeps only each layer's input (``h`` elements in the residual dtype).
 
+    TF32 (``training_args.tf32``) moves no term: transformers' ``enable_tf32`` only switches fp32 matmuls and
+    convolutions to TF32 tensor-core math (``torch.backends.cuda.matmul.fp32_precision = "tf32"``); inputs, outputs,
+    weights and gradients stay fp32 tensors. The harness reads it for the same single purpose, the peak FLOP/s MFU
+    divides by (``sweeper.job.harness._peak``: ``tf32`` instead of ``fp32``), so planner and harness agree.
+
     Returns:
         (bytes per token, a one-line statement of what was counted).
     """
