@@ -62,30 +62,71 @@ POINTS: dict[str, list[str]] = {
     "u25": ["model=gpt2", "fsdp=full_shard", "gc=true", "per_device_batch_size=1", "seq_len=128"],
     # deeper and wider llama shapes, other vocabularies and sequence lengths
     "llama6-ddp-fp32": [*_llama(128, 344, 6, 2000), "seq_len=256", "per_device_batch_size=4"],
-    "llama6-ddp-bf16-gc": [*_llama(128, 344, 6, 2000), "seq_len=256", "per_device_batch_size=4", "gc=true"]
-    + ["precision=bf16"],
+    "llama6-ddp-bf16-gc": [
+        *_llama(128, 344, 6, 2000),
+        "seq_len=256",
+        "per_device_batch_size=4",
+        "gc=true",
+        "precision=bf16",
+    ],
     "llama6-fsdp-fp32": [*_llama(128, 344, 6, 2000), "seq_len=256", "per_device_batch_size=4", "fsdp=full_shard"],
-    "llama3-gqa-fsdp-bf16": [*_llama(192, 512, 3, 8000, heads=6, kv=2), "seq_len=64", "per_device_batch_size=8"]
-    + ["fsdp=full_shard", "precision=bf16"],
-    "llama8-fsdp-gc-fp32": [*_llama(96, 256, 8, 5000), "seq_len=384", "per_device_batch_size=2", "gc=true"]
-    + ["fsdp=full_shard"],
-    "llama4-sgo-bf16": [*_llama(160, 432, 4, 3000), "seq_len=96", "per_device_batch_size=4"]
-    + ["fsdp=shard_grad_op", "precision=bf16"],
-    "llama5-zero2-bf16": [*_llama(128, 344, 5, 6000), "seq_len=192", "per_device_batch_size=4", "zero=2"]
-    + ["precision=bf16"],
-    "llama5-zero3-gc-fp32": [*_llama(128, 344, 5, 6000), "seq_len=192", "per_device_batch_size=4", "zero=3"]
-    + ["gc=true"],
+    "llama3-gqa-fsdp-bf16": [
+        *_llama(192, 512, 3, 8000, heads=6, kv=2),
+        "seq_len=64",
+        "per_device_batch_size=8",
+        "fsdp=full_shard",
+        "precision=bf16",
+    ],
+    "llama8-fsdp-gc-fp32": [
+        *_llama(96, 256, 8, 5000),
+        "seq_len=384",
+        "per_device_batch_size=2",
+        "gc=true",
+        "fsdp=full_shard",
+    ],
+    "llama4-sgo-bf16": [
+        *_llama(160, 432, 4, 3000),
+        "seq_len=96",
+        "per_device_batch_size=4",
+        "fsdp=shard_grad_op",
+        "precision=bf16",
+    ],
+    "llama5-zero2-bf16": [
+        *_llama(128, 344, 5, 6000),
+        "seq_len=192",
+        "per_device_batch_size=4",
+        "zero=2",
+        "precision=bf16",
+    ],
+    "llama5-zero3-gc-fp32": [*_llama(128, 344, 5, 6000), "seq_len=192", "per_device_batch_size=4", "zero=3", "gc=true"],
     # GPT-2 shapes (tied head, LayerNorm, GeLU, dropout) of other depth / width / vocabulary
     "gpt2-4l-ddp-fp32": [*_gpt2(256, 4, 6000), "seq_len=192", "per_device_batch_size=2"],
-    "gpt2-3l-fsdp-bf16-gc": [*_gpt2(192, 3, 3000), "seq_len=96", "per_device_batch_size=4", "fsdp=full_shard"]
-    + ["gc=true", "precision=bf16"],
+    "gpt2-3l-fsdp-bf16-gc": [
+        *_gpt2(192, 3, 3000),
+        "seq_len=96",
+        "per_device_batch_size=4",
+        "fsdp=full_shard",
+        "gc=true",
+        "precision=bf16",
+    ],
     "gpt2-6l-zero2-fp32-gc": [*_gpt2(128, 6, 8000), "seq_len=64", "per_device_batch_size=8", "zero=2", "gc=true"],
     # gradient accumulation (issue 18): the same shape at grad_accum 2 under DDP, FSDP and ZeRO-2
     "llama6-ddp-ga2": [*_llama(128, 344, 6, 2000), "seq_len=256", "per_device_batch_size=4", "grad_accum=2"],
-    "llama6-fsdp-ga2": [*_llama(128, 344, 6, 2000), "seq_len=256", "per_device_batch_size=4", "grad_accum=2"]
-    + ["fsdp=full_shard"],
-    "llama5-zero2-ga2": [*_llama(128, 344, 5, 6000), "seq_len=192", "per_device_batch_size=4", "zero=2"]
-    + ["precision=bf16", "grad_accum=2"],
+    "llama6-fsdp-ga2": [
+        *_llama(128, 344, 6, 2000),
+        "seq_len=256",
+        "per_device_batch_size=4",
+        "grad_accum=2",
+        "fsdp=full_shard",
+    ],
+    "llama5-zero2-ga2": [
+        *_llama(128, 344, 5, 6000),
+        "seq_len=192",
+        "per_device_batch_size=4",
+        "zero=2",
+        "precision=bf16",
+        "grad_accum=2",
+    ],
 }
 
 
@@ -113,7 +154,7 @@ def main() -> int:
         for name in names:
             print(f"running {name} ...", file=sys.stderr, flush=True)
             _sweep(POINTS[name], root / name)
-    header = f"| point | measured B | predicted B | error | phase |\n|:--|--:|--:|--:|:--|"
+    header = "| point | measured B | predicted B | error | phase |\n|:--|--:|--:|--:|:--|"
     print(f"sweep directories: {root}\n")
     print(header)
     over, under, n = 0.0, 0.0, 0

@@ -123,8 +123,8 @@ def fsdp_end_of_backward(arch: Arch, lay: Layout, st: ModelStates, accumulating:
 def fsdp_output_reduce(arch: Arch, lay: Layout, accumulating: bool) -> Held | None:
     """Bytes an untied FSDP2 rank adds at the first reduce of backward (the final norm + output head unit), beside
     every saved activation: that unit's unsharded gradient (already part of the accumulated gradients when
-    accumulating), its reduce-scatter input, gloo's copy of it (CPU), the ``1/N`` output, and the next unit (a
-    decoder layer) prefetched (``full_shard``; ``shard_grad_op`` keeps the layers gathered, counted apart) and the
+    accumulating), its reduce-scatter input, gloo's copy of it (CPU), the ``1/N`` output, the next unit (a decoder
+    layer) prefetched (``full_shard``; ``shard_grad_op`` keeps every layer gathered until its own backward) and the
     root's gathered leftovers. None with a tied head (that unit is reduced last, :func:`fsdp_end_of_backward`)."""
     _, root, first = _units(arch)
     if not first:
@@ -132,7 +132,8 @@ def fsdp_output_reduce(arch: Arch, lay: Layout, accumulating: bool) -> Held | No
     g, n = lay.gathered_bytes, lay.shards
     cpu = 1 if lay.device == "cpu" else 0
     grad = 0 if accumulating else first * g
-    prefetch = arch.layer_params * g if lay.strategy != "fsdp_grad_op" else 0
+    layers = arch.layers if lay.strategy == "fsdp_grad_op" else 1  # shard_grad_op: every layer still gathered
+    prefetch = layers * arch.layer_params * g
     held = grad + first * g * (1 + cpu) + first // n * g + prefetch + root * g
     return held, "FSDP2 first reduce (final norm + head): gradient, RS input, gloo copy (CPU), output, next layer"
 

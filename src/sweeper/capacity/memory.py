@@ -280,13 +280,16 @@ def _gathered_working_set(arch: Arch, lay: Layout) -> int:
     FSDP2 frees a unit's unsharded parameters after its forward (``reshard_after_forward=True``) except the root's,
     which holds the output projection until backward; ``shard_grad_op`` keeps every unit unsharded until its
     backward. Measured on 2 CPU ranks: the gathered bytes at the peak equal the output projection (full_shard) or
-    every layer plus the output projection (shard_grad_op).
+    every layer plus the output projection and, untied, the input embedding (shard_grad_op).
     """
     head = arch.vocab * arch.hidden * lay.gathered_bytes
     if lay.strategy in ("fsdp_full", "fsdp_hybrid"):
         return head
     if lay.strategy == "fsdp_grad_op":
-        return head + arch.layers * arch.layer_params * lay.gathered_bytes
+        # accelerate 1.15 (fsdp2_prepare_model) makes an untied input embedding a unit of its own with the same
+        # reshard_after_forward (False under shard_grad_op): gathered from its forward to its backward as well
+        embed = 0 if arch.tied else arch.vocab * arch.hidden * lay.gathered_bytes
+        return head + embed + arch.layers * arch.layer_params * lay.gathered_bytes
     if lay.strategy == "zero3":
         return head + int(0.9 * arch.hidden**2) * lay.gathered_bytes  # stage3_prefetch_bucket_size = 0.9 h² (HF)
     return 0
