@@ -35,6 +35,7 @@ def test_seq_len_1_is_refused_naming_seq_len_and_2_passes():
         ("gpu_mem_gib", -1.0, "positive number of GiB"),
         ("gpu_mem_gib", 0.0, "positive number of GiB"),
         ("gpu_mem_vendor_gb", -80.0, "GB (10**9 bytes)"),
+        ("host_mem_gib", 0.0, "of host memory per node"),
         ("intra_node_bandwidth_gb_s", 0.0, "GB/s"),
         ("inter_node_bandwidth_gb_s", -1.0, "across nodes"),
         ("price_per_gpu_hour", -2.0, "at least 0 per GPU-hour"),

@@ -90,6 +90,25 @@ def _deepspeed_master_partitions(optimizer: Any) -> list[torch.Tensor] | None:
     return None
 
 
+def new_micro_batch(tracker: MemTracker | None) -> None:
+    """Ready ``tracker`` for the next micro-batch of the same optimizer step (gradient accumulation).
+
+    ``MemTracker`` keeps per-module statistics and raises ``NotImplementedError`` ("does not support memory tracking
+    for multiple iterative calls") when the root module runs forward a second time with them in place
+    (``MemTracker._pre_fw_hook``, torch 2.13 ``torch/distributed/_tools/mem_tracker.py``): with ``grad_accum > 1``
+    that is every micro-batch after the first, inside one optimizer step. ``reset_mod_stats`` clears only those
+    per-module statistics (``memory_tracking``); the tracked tensors (``_curr_mem_snap``), the running peak
+    (``_peak_mem``, ``_peak_mem_snap``) and the optimizer hooks stay, so the window's peak still covers every
+    micro-batch, and the gradients accumulated by earlier micro-batches stay counted while later ones run.
+
+    HF Trainer (transformers 5 ``Trainer._inner_training_loop``) calls ``on_substep_end`` after each micro-batch
+    but the last of an optimizer step (the last one ends with ``on_step_end``), after its backward and before the
+    next micro-batch's forward: the point where this is called. A no-op when no tracker runs.
+    """
+    if tracker is not None:
+        tracker.reset_mod_stats()
+
+
 class MemoryWindow(TrainerCallback):
     """Tensor-byte peak (CPU, MemTracker) and model-state bytes of this rank, in the memory window.
 
@@ -123,6 +142,9 @@ class MemoryWindow(TrainerCallback):
             self._tracker.__enter__()
         else:
             self._tracker.reset_mod_stats()
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        new_micro_batch(self._tracker)
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if state.global_step == self.windows.memory.start and self._model is not None:
@@ -169,6 +191,9 @@ class BudgetWindow(TrainerCallback):
             self.tracker.__enter__()
         else:
             self.tracker.reset_mod_stats()  # MemTracker refuses a second iteration without it
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        new_micro_batch(self.tracker)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.tracker is not None and state.global_step - 1 == self.steps[-1]:

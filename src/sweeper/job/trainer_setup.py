@@ -102,6 +102,7 @@ class SweeperTrainer(Trainer):
 
     def create_accelerator_and_postprocess(self) -> None:
         super().create_accelerator_and_postprocess()
+        from accelerate.state import PartialState
         from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 
         state = self.accelerator.state
@@ -113,6 +114,11 @@ class SweeperTrainer(Trainer):
         if state.mixed_precision != "no":
             plugin.set_mixed_precision(state.mixed_precision)
         state.distributed_type = DistributedType.FSDP
+        # accelerate mirrors the type into PartialState's shared dict at the end of AcceleratorState's own set-up
+        # (accelerate/state.py); every later AcceleratorState() copies that dict back over its own, so without the
+        # mirror the state reverts to MULTI_CPU once the model is wrapped: the Trainer's no_sync then finds no
+        # FSDP2 and every micro-batch of a grad_accum > 1 step reduce-scatters (sync_each_batch), unlike on a GPU
+        PartialState._shared_state["distributed_type"] = DistributedType.FSDP
         state.fsdp_plugin = plugin
         self.is_fsdp_enabled = True
         if plugin.activation_checkpointing and self.args.activation_checkpointing:

@@ -12,6 +12,7 @@ from sweeper.point.gate import rule
 POSITIVE_OR_NULL: dict[str, str] = {
     "gpu_mem_gib": "GiB (2**30 bytes) per device, as torch reports it",
     "gpu_mem_vendor_gb": "GB (10**9 bytes) per device, as the vendor labels it",
+    "host_mem_gib": "GiB (2**30 bytes) of host memory per node",
     "intra_node_bandwidth_gb_s": "GB/s (10**9 bytes/s) per device inside a node",
     "inter_node_bandwidth_gb_s": "GB/s (10**9 bytes/s) per device across nodes",
 }
@@ -30,6 +31,7 @@ def _number(value: object) -> float | None:
     (
         "cluster.gpu_mem_gib",
         "cluster.gpu_mem_vendor_gb",
+        "cluster.host_mem_gib",
         "cluster.intra_node_bandwidth_gb_s",
         "cluster.inter_node_bandwidth_gb_s",
         "cluster.price_per_gpu_hour",
