@@ -202,3 +202,19 @@ def test_zero2_offload_with_accumulation_keeps_a_16_bit_accumulation_partition_o
     # ZeRO-3 accumulates into its (already counted) grad_partitions_flat_buffer
     host = [states_for(s, arch, layout(s, "cuda")).host_bytes for s in (z3, z3_one)]
     assert host[0] == host[1] > 0
+
+
+def test_the_plan_table_shows_the_host_columns_only_when_a_row_offloads(tmp_path):
+    from sweeper.config.sections import ClusterConfig
+    from sweeper.plan.rows import plan_frame
+    from sweeper.plan.table import main_table
+
+    a100 = ClusterConfig(
+        name="a100-80gb", gpus_per_node=8, gpu_name="NVIDIA A100-SXM4-80GB", gpu_mem_gib=79.15, host_mem_gib=2048
+    )
+    ds = {"zero_optimization": {"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}}
+    offloaded, _ = _7b(zero=3, gc=True, ranks_per_node=1, deepspeed_config=ds)
+    plain, _ = _7b(zero=3, gc=True, ranks_per_node=1)
+    table = main_table(plan_frame([(offloaded, a100), (plain, a100)]))
+    assert list(table["host fits"]) == ["yes", "yes"] and list(table["host GiB/node"]) == ["125.51", "0.00"]
+    assert "host fits" not in main_table(plan_frame([(plain, a100)])).columns

@@ -94,12 +94,27 @@ def _keys(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: Host-memory columns, shown when a row offloads states to the host (ZeRO-Offload, FSDP cpu_offload).
+_HOST: tuple[tuple[str, str, Any], ...] = (
+    ("host GiB/node", "predicted_host_bytes_per_node", _gib),
+    ("host fits", "predicted_host_fits", _fits),
+)
+
+
 def main_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Display strings of the predicted rows: engine, gc, the keys that vary, then :data:`_MAIN`."""
+    """Display strings of the predicted rows: engine, gc, the keys that vary, then :data:`_MAIN` (and
+    :data:`_HOST` after ``on device GiB`` when a row keeps states in host memory)."""
     planned = df[df["status"] == "planned"]
     out = _keys(planned)
+    host = (
+        "predicted_host_bytes_per_node" in planned
+        and (pd.to_numeric(planned["predicted_host_bytes_per_node"], errors="coerce").fillna(0) > 0).any()
+    )
     for header, column, fmt in _MAIN:
         out[header] = [fmt(v) for v in planned[column]]
+        if host and column == "predicted_device_bytes":
+            for h, c, f in _HOST:
+                out[h] = [f(v) for v in planned[c]]
     return out
 
 
@@ -181,6 +196,12 @@ def _cluster_lines(name: Any, cluster: ClusterConfig, rows: pd.DataFrame, planne
         )
     else:
         out.append("Device memory: unknown (cluster.gpu_mem_gib is null): fits is not decided")
+    host = cluster.host_mem_gib
+    out.append(
+        f"Host memory: {host:g} GiB per node (cluster.host_mem_gib), against which offloaded states are judged"
+        if host
+        else "Host memory: unknown (cluster.host_mem_gib is null): host fits of offloaded states not decided"
+    )
     mine = planned[planned["cluster"] == name]
     for precision, grp in mine.groupby("precision", sort=True):
         flops, source = grp["predicted_peak_flops"].iloc[0], grp["predicted_peak_source"].iloc[0]
