@@ -58,3 +58,25 @@ def test_throughput_of_a_batch_still_auto_is_refused_by_name_not_computed_from_t
     with pytest.raises(ValueError, match="per_device_batch_size='auto'"):
         metrics_from_ranks(make_spec(per_device_batch_size="auto"), ranks)
     assert metrics_from_ranks(make_spec(per_device_batch_size="auto").with_batch(2), ranks)["samples_per_s"] > 0
+
+
+def test_a_loss_of_exactly_0_at_every_step_is_flagged_and_said_in_the_report():
+    import pandas as pd
+
+    from sweeper.report.notes import zero_loss_notes
+
+    zero = metrics_from_ranks(make_spec(), [{"rank": 0, "losses": [0.0, 0.0, 0.0]}])
+    real = metrics_from_ranks(make_spec(), [{"rank": 0, "losses": [6.9, 0.0, 6.8]}])
+    assert zero["zero_loss"] is True and real["zero_loss"] is False
+    assert "zero_loss" not in metrics_from_ranks(make_spec(), [{"rank": 0}])  # nothing logged: nothing claimed
+    df = pd.DataFrame(
+        {
+            "status": ["ok", "ok", "oom"],
+            "point_id": ["a1", "b2", "c3"],
+            "zero_loss": [True, False, True],
+            "gc": [1, 0, 1],
+        }
+    )
+    (note,) = zero_loss_notes(df, ["gc"])
+    assert "point `a1`" in note and "trained on no signal" in note
+    assert zero_loss_notes(df.drop(columns="zero_loss")) == []

@@ -131,6 +131,22 @@ def contention_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
     return out
 
 
+def zero_loss_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
+    """One sentence (Markdown) per ``ok`` point whose training loss was exactly 0 at every step (``zero_loss``
+    true): it trained on no signal, so its numbers measure no real training. Empty when none did or the table has
+    no ``zero_loss`` column (records older than the check)."""
+    if "zero_loss" not in df.columns or not len(df):
+        return []
+    flag = df["zero_loss"].map(lambda v: not missing(v) and bool(v))
+    rows = df[(df["status"] == "ok") & flag]
+    return [
+        f"{config_name(row, axes)} (point {code(str(row['point_id']))}) trained on no signal: its loss was exactly 0 "
+        "at every step, so its throughput and memory do not measure real training; check what it learns from "
+        "(labels, `seq_len`, the loss) before comparing it."
+        for _, row in rows.iterrows()
+    ]
+
+
 def contention_method_note(df: pd.DataFrame) -> str:
     """The "How each number was measured" item on CPU contention (Markdown): what ``runqueue_wait_frac`` is, its
     source, and the threshold(s) ``timing.contention_warn_frac`` the points were judged against."""

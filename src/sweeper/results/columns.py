@@ -221,6 +221,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("contended", BOOL, "", "runqueue_wait_frac above timing.contention_warn_frac (default 0.1): measured "
            "under CPU contention, compare with other points only after a rerun on a quiet machine",
            "metrics.contended"),
+    Column("zero_loss", BOOL, "", "the training loss was exactly 0 at every logged step: the point trained on no "
+           "signal, so its throughput measures no real training (docs/measurement.md)", "metrics.zero_loss"),
     Column("tokens_per_s", FLOAT, "tokens/s", "all devices", "metrics.tokens_per_s"),
     Column("tokens_per_s_per_device", FLOAT, "tokens/s", "tokens_per_s / world_size",
            "metrics.tokens_per_s_per_device"),

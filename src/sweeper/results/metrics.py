@@ -187,6 +187,9 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> RecordMetrics:
     losses = r0.get("losses") or []
     if losses:
         m["loss_first"], m["loss_last"] = losses[0], losses[-1]
+        # a loss of exactly 0 at every step: nothing to learn from (a degenerate configuration), so the step time
+        # measures no real training (docs/measurement.md, "A point that trains on nothing")
+        m["zero_loss"] = all(isinstance(x, (int, float)) and x == 0 for x in losses)
     if r0.get("eval"):
         m["eval"] = r0["eval"]
     return m

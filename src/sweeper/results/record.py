@@ -101,6 +101,7 @@ class RecordMetrics(TypedDict, total=False):
     #: rank 0's first and last logged training loss.
     loss_first: float
     loss_last: float
+    zero_loss: bool
     #: the metrics ``Trainer.evaluate()`` returned (rank 0), when evaluation ran.
     eval: dict[str, Any]
     #: bytes: the host-memory limit on the sum of the ranks' RSS (local launcher).
