@@ -651,3 +651,18 @@ def test_module_stays_import_light():
     code = "import sys, sweeper.failures; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "NCCL error in: ProcessGroupNCCL.cpp:1970, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version "
+        "2.21.5 ncclInvalidUsage: This usually reflects invalid usage of NCCL library. Last error: Duplicate GPU "
+        "detected : rank 8 and rank 0 both on CUDA device 1a000",
+        "CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously reported",
+    ],
+)
+def test_a_rank_to_gpu_mapping_error_is_config_not_a_collective_symptom(message):
+    f = classify("torch.distributed.DistBackendError", message, phase="setup")
+    assert (f.status, f.error_kind) == ("error", "config")
+    assert "ranks_per_node" in f.reason and "cluster.gpus_per_node" in f.reason

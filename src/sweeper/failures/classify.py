@@ -71,6 +71,9 @@ _COLLECTIVE = re.compile(
     r"|DistNetworkError|NCCL communicator was aborted",
     re.IGNORECASE,
 )
+#: The rank-to-GPU mapping is wrong: two ranks on one GPU (NCCL, accelerate#2246) or a device index the node does
+#: not have. A configuration error, checked before the collective symptoms that usually follow it.
+_DEVICE_MAPPING = re.compile(r"Duplicate GPU detected|invalid device ordinal", re.IGNORECASE)
 _RECOMPUTE = re.compile(
     r"Recomputed values for the following tensors have different metadata"
     r"|A different number of tensors was saved during the original forward and recomputation"
@@ -175,6 +178,8 @@ def classify(
     reason = reasons.config_reason(short, message, frame_list, raw_phase)
     if reason:
         return error("config", reason)
+    if _DEVICE_MAPPING.search(message):
+        return error("config", reasons.device_mapping_reason(message))
 
     if short in _COLLECTIVE_TYPES or _COLLECTIVE.search(message):
         return error("collective", reasons.collective_reason(message))

@@ -229,3 +229,13 @@ def dead_rank_reason(steps: dict[int, int | None], total_steps: int, crash: str)
             + ")"
         )
     return f"{who} died {where} without writing {'its' if len(steps) == 1 else 'their'} results: {crash}"
+
+
+def device_mapping_reason(message: str) -> str:
+    """The reason of a rank-to-GPU mapping error ("Duplicate GPU detected", "invalid device ordinal"): more ranks on
+    a node than it has GPUs, or a device index it does not have."""
+    return (
+        f"the ranks do not map one to one onto the node's GPUs ({first_line(message)}): ranks_per_node must be at most "
+        "cluster.gpus_per_node (each rank takes the GPU of its local rank), and CUDA_VISIBLE_DEVICES / the "
+        "scheduler's GPU binding must give every rank its own GPU"
+    )
