@@ -1,0 +1,426 @@
+"""The new cases of ``benchmarks/plan_peers.py`` (issue 18): optimizers, offload, gradient accumulation, off-grid
+shapes, throughput on the measured points, and Llama-2-7B's tokens/s per engine. Each section prints one table.
+
+Sweeper is read through its stable interfaces only: ``sweeper.capacity.memory.estimate_memory`` (per-rank states
+and CPU peak), ``sweeper.point.lifecycle.predicted_for`` / ``sweeper.capacity.predict.predict`` (a record's
+prediction: ``tokens_per_s_per_device``, ``device_bytes``, ...), and fields a newer model adds are read with
+``getattr`` / ``.get`` (``host_bytes_per_node``, ``host_fits``), so the same code runs before and after they exist.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from plan_peers_cases import GIB, Point, kendall_tau, optim_label, print_table, rel
+from plan_peers_estimators import (
+    WHY,
+    _strategy,
+    accelerate_answer,
+    deepspeed_answer,
+    deepspeed_estimate,
+    la_job,
+    la_memory,
+    llm_analysis_answers,
+    run_llm_analysis,
+    sweeper_answer,
+)
+
+PEERS = ("sweeper", "DeepSpeed", "accelerate", "llm-analysis")
+#: Optimizer-state bytes per parameter a user would pass llm-analysis as ``other_op_bytes`` (beside its 4-byte
+#: master copy): what each optimizer keeps per parameter in fp32 (torch.optim). Adafactor's factored state has none.
+OTHER_OP_BYTES = {"sgd": 0, "sgd momentum=0.9": 4, "adagrad": 4, "adamw_torch": 8, "adamw_torch_fused": 8}
+#: Guesses for llm-analysis's GPUConfig of a gloo CPU rank on this host (stated in the output): DRAM bandwidth per
+#: rank, gloo's bandwidth and latency between two local ranks (loopback TCP).
+CPU_HBM_GB_S, GLOO_GB_S, GLOO_LATENCY_S = 10.0, 2.0, 50e-6
+
+WHY.update(
+    {
+        "ds-offload-na": "DeepSpeed's estimators model ZeRO-2/3 offload only, not FSDP's cpu_offload",
+        "acc-offload": "accelerate's estimate has no offload and no sharding",
+        "la-offload": "llm-analysis has no CPU offload input (weights, gradients and optimizer state on the GPU)",
+        "la-adafactor": "llm-analysis takes the optimizer as bytes per parameter (other_op_bytes): Adafactor's "
+        "factored state (rows + columns per matrix) is not a per-parameter constant",
+        "not-run": "the point did not measure (its status is under the row)",
+    }
+)
+
+
+def measured_points(
+    records: list, python: str | None, why_missing: str, work: Path, label, **la_extra: Any
+) -> list[Point]:
+    """A :class:`Point` per record (``ok`` or not), every peer asked; ``label(spec)`` gives its label columns;
+    ``la_extra``: inputs given to llm-analysis for every point (``bits=16``)."""
+    specs = [r[0] for r in records]
+    la = llm_analysis_answers(specs, python, why_missing, work, **la_extra)
+    out = []
+    for (spec, arch, r), la_answer in zip(records, la, strict=True):
+        m = r.metrics or {}
+        ok = r.status == "ok"
+        states = None
+        if ok and m.get("param_bytes_per_rank") is not None:
+            states = m["param_bytes_per_rank"] + (m.get("grad_bytes_per_rank") or 0)
+            states += m.get("optimizer_state_bytes_per_rank") or 0
+        pt = Point(
+            label=label(spec),
+            measured={
+                "param": m.get("param_bytes_per_rank"),
+                "grad": m.get("grad_bytes_per_rank"),
+                "optim": m.get("optimizer_state_bytes_per_rank"),
+                "states": states,
+                "peak": m.get("peak_mem_bytes"),
+            }
+            if ok
+            else {},
+            status="ok" if ok else f"{r.status}/{r.error_kind}: {(r.reason or '').splitlines()[0][:160]}",
+        )
+        for peer, fn in (
+            ("sweeper", sweeper_answer),
+            ("DeepSpeed", deepspeed_answer),
+            ("accelerate", accelerate_answer),
+        ):
+            pt.predicted[peer], pt.why[peer] = fn(spec, arch)
+        pt.predicted["llm-analysis"], pt.why["llm-analysis"] = la_answer
+        out.append(pt)
+    return out
+
+
+# ---- 1. optimizers (U14) --------------------------------------------------------------------------------------
+
+
+def optimizers(records: list, python: str | None, why_missing: str, work: Path) -> None:
+    print("\n== Optimizers (U14): tiny model, DDP, fp32, 2 gloo CPU ranks, batch 4 x 128 ==")
+    label = lambda s: (optim_label(s.training_args), _strategy(s))  # noqa: E731
+    points = measured_points(records, python, why_missing, work, label, bits=16)
+    peers = [*PEERS, "llm-a. op"]
+    jobs = []
+    for i, (spec, _arch, _r) in enumerate(records):
+        name = optim_label(spec.training_args)
+        if name in OTHER_OP_BYTES and spec.fsdp == "none":
+            jobs.append(la_job(spec, work, str(i), bits=16, other_op_bytes=OTHER_OP_BYTES[name]))
+    results, why = run_llm_analysis(python, jobs)
+    for i, pt in enumerate(points):
+        r = results.get(str(i))
+        if r and "error" not in r:
+            pt.predicted["llm-a. op"], pt.why["llm-a. op"] = la_memory(r), {}
+            continue
+        if r:
+            key = f"la-error: {r['error']}"
+            WHY[key] = f"llm-analysis stops with {r['error']}"
+        elif python is None or why:
+            key = "la-missing"
+            WHY.setdefault(key, why or why_missing)
+        else:
+            key = "la-adafactor"
+        pt.predicted["llm-a. op"], pt.why["llm-a. op"] = {}, dict.fromkeys(("optim", "peak"), key)
+    print_table(points, peers, ("optim", "peak"), WHY, head=(("optimizer", 22), ("engine", 6)))
+    print(
+        "DeepSpeed's, accelerate's and llm-analysis's own numbers assume Adam whatever training_args.optim says "
+        "(accelerate: 'Training using Adam'; DeepSpeed: 4+4 B/param of momentum and variance; llm-analysis: "
+        "other_op_bytes=None is Adam): their error is that of taking the point for AdamW. 'llm-a. op' is llm-analysis "
+        "given the optimizer's bytes per parameter by hand (other_op_bytes: sgd 0, momentum 4, adagrad 4, adam 8): "
+        "llm-analysis refuses 32-bit weights, so both its columns are its w16a16 answer (a user's only choice): its "
+        "optimizer state then counts a 4 B/param fp32 master copy, which these fp32 runs do not keep."
+    )
+
+
+# ---- 2. offload (U15) -----------------------------------------------------------------------------------------
+
+
+def compose(overrides: list[str]) -> tuple[Any, Any]:
+    """(spec, target) of the point ``overrides`` name, composed as ``python -m sweeper.plan`` composes it (the app's
+    config, Hydra's override grammar, the typed schema), on its cluster as a SLURM target."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+    from omegaconf import open_dict
+
+    from sweeper.config.compose import plain_node
+    from sweeper.config.schema import register_configs
+    from sweeper.config.spec import from_config
+    from sweeper.paths import conf_dir
+    from sweeper.point.lifecycle import target_for
+    from sweeper.results.sweepdir import register_resolver
+
+    register_configs()
+    register_resolver()
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(conf_dir())))
+    cfg = loader.load_configuration("config", overrides=list(overrides), run_mode=RunMode.RUN)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    spec = from_config(cfg)
+    return spec, target_for(spec, "slurm", plain_node(cfg.cluster))
+
+
+def _gib(x: float | None) -> str:
+    return f"{x / GIB:9.2f}" if x is not None else f"{'-':>9}"
+
+
+def _yes(x: bool | None) -> str:
+    return {True: "yes", False: "no", None: "-"}[x]
+
+
+OFFLOAD_7B = "model=llama-2-7b cluster=a100-80gb seq_len=2048 ranks_per_node=1 gc=true precision=bf16".split()
+OPT, PAR = (
+    "+deepspeed_config.zero_optimization.offload_optimizer.device=cpu",
+    ("+deepspeed_config.zero_optimization.offload_param.device=cpu"),
+)
+OFFLOAD_CASES = [
+    ("ZeRO-3, no offload", ["zero=3"], dict(cpu_offload=False)),
+    ("ZeRO-3, optimizer offload", ["zero=3", OPT], dict(cpu_offload=True)),
+    ("ZeRO-3, optim + param offload", ["zero=3", OPT, PAR], dict(cpu_offload=True, cpu_offload_params=True)),
+    ("ZeRO-2, no offload", ["zero=2"], dict(cpu_offload=False)),
+    ("ZeRO-2, optimizer offload", ["zero=2", OPT], dict(cpu_offload=True)),
+    ("FSDP full_shard", ["fsdp=full_shard"], None),
+    ("FSDP full_shard, cpu_offload", ["fsdp=full_shard", "+fsdp_config.cpu_offload=true"], None),
+]
+
+
+def offload(measured: list, python: str | None, why_missing: str, work: Path) -> None:
+    from sweeper.capacity.predict import predict
+
+    print(
+        "\n== Offload (U15): Llama-2-7B on one A100-80GB (cluster=a100-80gb ranks_per_node=1), seq 2048, batch 1, "
+        "gc, bf16 ==\npredicted only (no GPU here). sweeper: predict() device and host bytes; DeepSpeed: the row "
+        "estimate_zero{2,3}_model_states_mem_needs_all_cold prints for the same offload options (zero_init=1; "
+        "zero_init=0 in brackets), GPU per device and CPU per node; accelerate and llm-analysis: no offload model."
+    )
+    head = (
+        f"{'case':31} | {'sw device GiB':>13} {'fits':>4} {'sw host GiB/node':>16} {'host fits':>9} | "
+        f"{'DS GPU GiB':>10} {'DS CPU GiB/node':>22} | accelerate | llm-analysis"
+    )
+    print(head)
+    print("-" * len(head))
+    for name, extra, ds in OFFLOAD_CASES:
+        spec, target = compose([*OFFLOAD_7B, *extra])
+        p = predict(spec, target)
+        host = getattr(p, "host_bytes_per_node", None)
+        host_fits = getattr(p, "host_fits", None)
+        if ds is None:
+            ds_gpu, ds_cpu = f"{'n/a [a]':>10}", f"{'n/a [a]':>22}"
+        else:
+            cpu, gpu = deepspeed_estimate(spec, **ds)
+            cpu0, _ = deepspeed_estimate(spec, **ds, zero_init=False) if spec.zero == 3 else (None, None)
+            ds_gpu = f"{gpu / GIB:10.2f}"
+            ds_cpu = f"{cpu / GIB:9.2f}" + (f" [{cpu0 / GIB:9.2f}]" if cpu0 is not None else " " * 12)
+        print(
+            f"{name:31} | {_gib(p.device_bytes):>13} {_yes(p.fits):>4} {_gib(host):>16} {_yes(host_fits):>9} | "
+            f"{ds_gpu} {ds_cpu} | {'n/a [b]':>10} | {'n/a [c]':>12}"
+        )
+    print(
+        f"  [a] {WHY['ds-offload-na']}\n  [b] {WHY['acc-offload']}\n  [c] {WHY['la-offload']}\n"
+        "  sw host GiB/node '-': the model has no host-memory term yet (Prediction.host_bytes_per_node absent). "
+        "DeepSpeed counts model states only (no activations, no CUDA context); sweeper's device bytes are its "
+        "whole predicted device need (peak x (1 + fragmentation) + CUDA context + NCCL)."
+    )
+    if measured:
+        print("\nZeRO-2 with offload_optimizer.device=cpu on the tiny model, 2 gloo CPU ranks (measured):")
+        label = lambda s: (s.model, _strategy(s) + "+off", s.precision)  # noqa: E731
+        points = measured_points(measured, python, why_missing, work, label)
+        print_table(points, PEERS, ("states", "peak"), WHY)
+
+
+# ---- 3. gradient accumulation (U16) ---------------------------------------------------------------------------
+
+
+def accumulation(records: list, python: str | None, why_missing: str, work: Path) -> None:
+    print(
+        "\n== Gradient accumulation (U16): tiny model, fp32, 2 gloo CPU ranks, batch 4 x 128; grad_accum=2 beside "
+        "the same points at grad_accum=1 (from the grid) =="
+    )
+    label = lambda s: (_strategy(s), f"ga={s.grad_accum}")  # noqa: E731
+    records = sorted(records, key=lambda t: (_strategy(t[0]), t[0].grad_accum))
+    points = measured_points(records, python, why_missing, work, label)
+    print_table(points, PEERS, ("states", "peak"), WHY, head=(("engine", 9), ("accum", 5)))
+    print(
+        "llm-analysis takes gradient_accumulation_steps (passed here): it changes its latency per iteration, not its "
+        "memory. DeepSpeed's and accelerate's estimators have no accumulation input. A grad_accum=2 point that is not "
+        "ok here is the harness's own counter failing (MemTracker, 'multiple iterative calls'): rerun after the fix."
+    )
+
+
+# ---- 4. off-grid shapes (U24, U25) ----------------------------------------------------------------------------
+
+
+def off_grid(records: list, python: str | None, why_missing: str, work: Path) -> None:
+    print(
+        "\n== Off-grid shapes (U24: 16-layer llama h=256 seq 512 batch 16 gc bf16 FSDP; U25: GPT-2 124M FSDP gc "
+        "batch 1 seq 128), 2 gloo CPU ranks =="
+    )
+
+    def label(s):
+        return (
+            s.model + ("-16L" if s.model_config.get("num_hidden_layers") == 16 else ""),
+            _strategy(s),
+            s.precision,
+        )
+
+    points = measured_points(records, python, why_missing, work, label)
+    print_table(points, PEERS, ("states", "peak"), WHY)
+    print("Goal (issue 18): sweeper's peak within 10 % of the measured, never more than 5 % under it.")
+
+
+# ---- 5. throughput (U18) --------------------------------------------------------------------------------------
+
+
+def _tokens_per_step(spec: Any) -> int:
+    return spec.micro_batch * spec.seq_len * spec.grad_accum
+
+
+def throughput(records: list, python: str | None, why_missing: str, work: Path) -> None:
+    """Measured tokens/s per device vs sweeper's prediction (the record's prediction made again now, with the point's
+    measured matmul peak: ``predicted_for``) and llm-analysis's latency per iteration on a GPUConfig of this host."""
+    from sweeper.point.lifecycle import predicted_for, target_for
+
+    ok = [t for t in records if t[2].status == "ok" and (t[2].metrics or {}).get("tokens_per_s_per_device")]
+    print(
+        f"\n== Throughput (U18): {len(ok)} measured ok points, tokens/s per device ==\n"
+        "sweeper: predicted_tokens_per_s_per_device (its time model, the host's measured matmul peak of the record). "
+        "llm-analysis: batch x seq x grad_accum / latency_per_iter, with a GPUConfig of this host: peak_fp16_TFLOPS = "
+        f"the record's mfu_peak_flops, HBM {CPU_HBM_GB_S:g} GB/s, intra-node {GLOO_GB_S:g} GB/s, latency "
+        f"{GLOO_LATENCY_S * 1e6:g} us (stated guesses for DRAM and gloo), flops_efficiency = sweeper's efficiency, "
+        "w16a16 (it refuses 32-bit), FSDP run as its ds_zero=3 (it has no FSDP)."
+    )
+    jobs, sw = [], []
+    for i, (spec, _arch, r) in enumerate(ok):
+        m = r.metrics
+        pred = predicted_for(spec, target_for(spec, "local", {"name": "local"}), m)
+        sw.append(pred)
+        peak = m.get("mfu_peak_flops")
+        if peak:
+            gpu = dict(
+                name="this-host-cpu-rank",
+                mem_per_GPU_in_GB=1024,
+                hbm_bandwidth_in_GB_per_sec=CPU_HBM_GB_S,
+                intra_node_bandwidth_in_GB_per_sec=GLOO_GB_S,
+                intra_node_min_message_latency=GLOO_LATENCY_S,
+                peak_fp16_TFLOPS=peak / 1e12,
+            )
+            eff = min(max(pred.get("efficiency") or 0.4, 1e-3), 1.0)
+            zero = 3 if spec.fsdp != "none" else spec.zero
+            jobs.append({**la_job(spec, work, str(i), gpu=gpu, flops_efficiency=eff), "bits": 16, "zero": zero})
+    results, why = run_llm_analysis(python, jobs)
+    head = (
+        f"{'model':13} {'engine':9} {'prec':4} {'gc':3} {'b':>2} {'ga':>2} {'optim':17} | {'measured':>9} | "
+        f"{'sweeper':>9} {'err':>7} | {'llm-anal.':>9} {'err':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    cols: dict[str, list[tuple[float, float]]] = {"sweeper": [], "llm-analysis": []}
+    by_engine: dict[str, list[tuple[float, float | None, float | None]]] = {}
+    for i, ((spec, _arch, r), pred) in enumerate(zip(ok, sw, strict=True)):
+        meas = r.metrics["tokens_per_s_per_device"]
+        p_sw = pred.get("tokens_per_s_per_device")
+        la = results.get(str(i)) or {}
+        p_la = _tokens_per_step(spec) / la["latency_per_iter"] if la.get("latency_per_iter") else None
+        for name, p in (("sweeper", p_sw), ("llm-analysis", p_la)):
+            if p:
+                cols[name].append((p, meas))
+        by_engine.setdefault(_strategy(spec), []).append((meas, p_sw, p_la))
+        e_sw, e_la = rel(p_sw, meas), rel(p_la, meas)
+        print(
+            f"{spec.model[:13]:13} {_strategy(spec):9} {spec.precision:4} {int(spec.gc):3} {spec.micro_batch:>2} "
+            f"{spec.grad_accum:>2} {optim_label(spec.training_args)[:17]:17} | {meas:>9,.0f} | "
+            + (f"{p_sw:>9,.0f} {e_sw:>+7.0%}" if p_sw else f"{'n/a':>9} {'':>7}")
+            + " | "
+            + (f"{p_la:>9,.0f} {e_la:>+7.0%}" if p_la else f"{'n/a':>9} {'':>7}")
+        )
+    if why:
+        print(f"llm-analysis: n/a ({why})")
+    print("\nper engine: median measured tokens/s/device, median predicted / measured")
+    for eng, rows in sorted(by_engine.items()):
+        ratios = []
+        for k in (1, 2):
+            x = [row[k] / row[0] for row in rows if row[k]]
+            ratios.append(statistics.median(x) if x else None)
+        shown = ["n/a" if x is None else f"{x:.2f}x" for x in ratios]
+        print(
+            f"  {eng:9} {len(rows):>2} points  {statistics.median(m for m, *_ in rows):>9,.0f}  sweeper {shown[0]:>7}"
+            f"  llm-analysis {shown[1]:>7}"
+        )
+    print("\nKendall's tau-b between predicted and measured tokens/s per device (1 = the measured order):")
+    for name, pairs in cols.items():
+        xs, ys = [p for p, _ in pairs], [m for _, m in pairs]
+        tau = kendall_tau(xs, ys) if len(pairs) > 1 else None
+        if tau is not None:
+            shown = f"{tau:+.3f}"
+        elif len(set(xs)) == 1 and len(pairs) > 1:
+            shown = "undefined: every prediction is the same number (no order at all)"
+        else:
+            shown = "n/a"
+        print(f"  {name:13} {len(pairs):>3} points  tau = {shown}")
+    by_model: dict[str, list[int]] = {}
+    for i, (spec, _a, _r) in enumerate(ok):
+        by_model.setdefault(f"{spec.model} {spec.precision}", []).append(i)
+    print("  within one model and precision (the engines, gc, batch and optimizer ranked):")
+    for group, idx in sorted(by_model.items()):
+        cells = []
+        for name, k in (("sweeper", 1), ("llm-analysis", 2)):
+            rows = [
+                (p, ok[i][2].metrics["tokens_per_s_per_device"]) for i in idx if (p := _pred(sw, results, ok, i, k))
+            ]
+            tau = kendall_tau([p for p, _ in rows], [m for _, m in rows]) if len(rows) > 1 else None
+            cells.append(f"{name} " + ("n/a" if tau is None else f"{tau:+.3f}"))
+        print(f"    {group:22} {len(idx):>2} points: " + ", ".join(cells))
+
+
+def _pred(sw: list, results: dict, ok: list, i: int, k: int) -> float | None:
+    """Point ``i``'s predicted tokens/s per device: sweeper's (``k`` = 1) or llm-analysis's (2)."""
+    if k == 1:
+        return sw[i].get("tokens_per_s_per_device")
+    la = results.get(str(i)) or {}
+    return _tokens_per_step(ok[i][0]) / la["latency_per_iter"] if la.get("latency_per_iter") else None
+
+
+# ---- 6. Llama-2-7B tokens/s per engine ------------------------------------------------------------------------
+
+
+def seven_b_throughput(python: str | None, why_missing: str) -> None:
+    from sweeper.capacity.predict import predict
+
+    print(
+        "\n== Llama-2-7B, 8 x H100 80GB (cluster=h100-80gb), seq 4096, batch 1, bf16, no gc: tokens/s per device ==\n"
+        "sweeper: predict() at plan.efficiency; llm-analysis: 4096 / latency_per_iter (gpu h100-sxm-80gb, w16a16e16, "
+        "its default flops_efficiency), ds_zero 0-3 (no FSDP). llm-analysis's latency is FLOPs over its TFLOPS "
+        "(communication only for tensor parallelism, none for data parallelism or ZeRO): one number for every stage."
+    )
+    engines = [("DDP", "none", 0), ("ZeRO-1", "none", 1), ("ZeRO-2", "none", 2), ("ZeRO-3", "none", 3)]
+    engines += [("FSDP-full", "full_shard", 0), ("FSDP-grad", "shard_grad_op", 0)]
+    jobs = []
+    for name, fsdp, zero in engines:
+        if fsdp == "none":
+            jobs.append(
+                {
+                    "id": name,
+                    "model": "NousResearch_Llama-2-7b-hf",
+                    "gpu": "h100-sxm-80gb",
+                    "bits": 16,
+                    "dp": 8,
+                    "zero": zero,
+                    "batch": 1,
+                    "seq": 4096,
+                    "gc": False,
+                    "gated": True,
+                }
+            )
+    results, why = run_llm_analysis(python, jobs)
+    print(f"{'engine':10} | {'sweeper tok/s':>13} {'step s':>8} {'comm s':>8} | {'llm-analysis tok/s':>18}")
+    for name, fsdp, zero in engines:
+        overrides = "model=llama-2-7b cluster=h100-80gb seq_len=4096 per_device_batch_size=1 precision=bf16".split()
+        spec, target = compose([*overrides, "gc=false", f"fsdp={fsdp}", f"zero={zero}"])
+        p = predict(spec, target, with_max_batch=False)
+        la = results.get(name) or {}
+        if la.get("latency_per_iter"):
+            la_cell = f"{4096 / la['latency_per_iter']:>18,.0f}"
+        elif fsdp != "none":
+            la_cell = f"{'n/a (no FSDP)':>18}"
+        else:
+            la_cell = f"{'n/a':>18} ({(la.get('error') or why or why_missing).split(', note')[0]})"
+        tps = p.tokens_per_s_per_device
+        comm = f"{p.comm_s:8.3f}" if p.comm_s is not None else f"{'-':>8}"
+        print(
+            f"{name:10} | "
+            + (f"{tps:>13,.0f} {p.step_time_s:8.3f} {comm}" if tps else f"{'n/a':>13} {'':>8} {'':>8}")
+            + f" | {la_cell}"
+        )
