@@ -268,109 +268,128 @@ def _tokens_per_step(spec: Any) -> int:
     return spec.micro_batch * spec.seq_len * spec.grad_accum
 
 
+def _local_cluster() -> dict:
+    import yaml
+
+    from sweeper.paths import conf_dir
+
+    return yaml.safe_load((conf_dir() / "cluster" / "local.yaml").read_text()) or {"name": "local"}
+
+
+def _cpu_gpu_config(peak_flops: float) -> dict:
+    return dict(
+        name="this-host-cpu-rank",
+        mem_per_GPU_in_GB=1024,
+        hbm_bandwidth_in_GB_per_sec=CPU_HBM_GB_S,
+        intra_node_bandwidth_in_GB_per_sec=GLOO_GB_S,
+        intra_node_min_message_latency=GLOO_LATENCY_S,
+        peak_fp16_TFLOPS=peak_flops / 1e12,
+    )
+
+
+def _tau_text(pairs: list[tuple[float, float]]) -> str:
+    xs, ys = [p for p, _ in pairs], [m for _, m in pairs]
+    tau = kendall_tau(xs, ys) if len(pairs) > 1 else None
+    if tau is not None:
+        return f"{tau:+.3f}"
+    if len(pairs) > 1 and len(set(xs)) == 1:
+        return "undefined (every prediction is the same number: no order at all)"
+    return "n/a"
+
+
 def throughput(records: list, python: str | None, why_missing: str, work: Path) -> None:
-    """Measured tokens/s per device vs sweeper's prediction (the record's prediction made again now, with the point's
-    measured matmul peak: ``predicted_for``) and llm-analysis's latency per iteration on a GPUConfig of this host."""
+    """Measured tokens/s per device vs sweeper's prediction (the record's prediction made again now with the point's
+    measured matmul peak, ``predicted_for``; and calibrated on the DDP points alone) and llm-analysis's latency per
+    iteration on a GPUConfig of this host (and scaled by the median measured/predicted of the DDP points)."""
+    from dataclasses import replace
+
+    from sweeper.capacity.calibrate import calibrated_efficiency
     from sweeper.point.lifecycle import predicted_for, target_for
 
     ok = [t for t in records if t[2].status == "ok" and (t[2].metrics or {}).get("tokens_per_s_per_device")]
+    ddp = [t for t in ok if _strategy(t[0]) == "DDP"]
+    cal = calibrated_efficiency([r for _s, _a, r in ddp])
     print(
         f"\n== Throughput (U18): {len(ok)} measured ok points, tokens/s per device ==\n"
-        "sweeper: predicted_tokens_per_s_per_device (its time model, the host's measured matmul peak of the record). "
-        "llm-analysis: batch x seq x grad_accum / latency_per_iter, with a GPUConfig of this host: peak_fp16_TFLOPS = "
-        f"the record's mfu_peak_flops, HBM {CPU_HBM_GB_S:g} GB/s, intra-node {GLOO_GB_S:g} GB/s, latency "
-        f"{GLOO_LATENCY_S * 1e6:g} us (stated guesses for DRAM and gloo), flops_efficiency = sweeper's efficiency, "
-        "w16a16 (it refuses 32-bit), FSDP run as its ds_zero=3 (it has no FSDP)."
+        "sweeper: predicted_tokens_per_s_per_device, as recorded at the run ('@run') and made again by this model "
+        "(predicted_for with the record's measured matmul peak); 'cal': at the efficiency calibrated on the "
+        f"{len(ddp)} DDP points alone ({'none' if cal is None else f'{cal.efficiency:.3f}'}, "
+        "sweeper.capacity.calibrate). llm-analysis: batch x seq x grad_accum / latency_per_iter on a GPUConfig of "
+        f"this host: peak_fp16_TFLOPS = the record's mfu_peak_flops, HBM {CPU_HBM_GB_S:g} GB/s, intra-node "
+        f"{GLOO_GB_S:g} GB/s, latency {GLOO_LATENCY_S * 1e6:g} us (stated guesses for DRAM and gloo), "
+        "flops_efficiency = sweeper's, w16a16 (it refuses 32 bits), FSDP as ds_zero=3 (it has no FSDP); 'cal': "
+        "scaled by the median measured/predicted of the DDP points."
     )
-    jobs, sw = [], []
+    target = None
+    jobs, sw, sw_cal = [], [], []
     for i, (spec, _arch, r) in enumerate(ok):
         m = r.metrics
-        pred = predicted_for(spec, target_for(spec, "local", {"name": "local"}), m)
-        sw.append(pred)
-        peak = m.get("mfu_peak_flops")
-        if peak:
-            gpu = dict(
-                name="this-host-cpu-rank",
-                mem_per_GPU_in_GB=1024,
-                hbm_bandwidth_in_GB_per_sec=CPU_HBM_GB_S,
-                intra_node_bandwidth_in_GB_per_sec=GLOO_GB_S,
-                intra_node_min_message_latency=GLOO_LATENCY_S,
-                peak_fp16_TFLOPS=peak / 1e12,
-            )
+        target = target_for(spec, "local", _local_cluster())
+        pred = predicted_for(spec, target, m)
+        sw.append(pred.get("tokens_per_s_per_device"))
+        if cal is not None:
+            spec_cal = replace(spec, plan=replace(spec.plan, efficiency=cal.efficiency))
+            sw_cal.append(predicted_for(spec_cal, target, m).get("tokens_per_s_per_device"))
+        else:
+            sw_cal.append(None)
+        if m.get("mfu_peak_flops"):
             eff = min(max(pred.get("efficiency") or 0.4, 1e-3), 1.0)
             zero = 3 if spec.fsdp != "none" else spec.zero
-            jobs.append({**la_job(spec, work, str(i), gpu=gpu, flops_efficiency=eff), "bits": 16, "zero": zero})
+            job = la_job(spec, work, str(i), gpu=_cpu_gpu_config(m["mfu_peak_flops"]), flops_efficiency=eff)
+            jobs.append({**job, "bits": 16, "zero": zero})
     results, why = run_llm_analysis(python, jobs)
-    head = (
-        f"{'model':13} {'engine':9} {'prec':4} {'gc':3} {'b':>2} {'ga':>2} {'optim':17} | {'measured':>9} | "
-        f"{'sweeper':>9} {'err':>7} | {'llm-anal.':>9} {'err':>7}"
-    )
+    la = []
+    for i, (spec, _a, _r) in enumerate(ok):
+        res = results.get(str(i)) or {}
+        la.append(_tokens_per_step(spec) / res["latency_per_iter"] if res.get("latency_per_iter") else None)
+    ddp_ratios = [t[2].metrics["tokens_per_s_per_device"] / p for t, p in zip(ok, la, strict=True) if p and t in ddp]
+    scale = statistics.median(ddp_ratios) if ddp_ratios else None
+    la_cal = [p * scale if p and scale else None for p in la]
+    cols = {"sweeper": sw, "sweeper cal": sw_cal, "llm-analysis": la, "llm-a. cal": la_cal}
+
+    def cell(p: float | None, meas: float) -> str:
+        return f"{p:>9,.0f} {rel(p, meas):>+6.0%}" if p else f"{'n/a':>9} {'':>6}"
+
+    head = f"{'model':12} {'engine':9} {'prec':4} {'gc':>2} {'b':>2} {'ga':>2} {'optim':16} | {'measured':>9} | "
+    head += f"{'sw @run':>9} | " + " | ".join(f"{name:>16}" for name in cols)
     print(head)
     print("-" * len(head))
-    cols: dict[str, list[tuple[float, float]]] = {"sweeper": [], "llm-analysis": []}
-    by_engine: dict[str, list[tuple[float, float | None, float | None]]] = {}
-    for i, ((spec, _arch, r), pred) in enumerate(zip(ok, sw, strict=True)):
+    for i, (spec, _a, r) in enumerate(ok):
         meas = r.metrics["tokens_per_s_per_device"]
-        p_sw = pred.get("tokens_per_s_per_device")
-        la = results.get(str(i)) or {}
-        p_la = _tokens_per_step(spec) / la["latency_per_iter"] if la.get("latency_per_iter") else None
-        for name, p in (("sweeper", p_sw), ("llm-analysis", p_la)):
-            if p:
-                cols[name].append((p, meas))
-        by_engine.setdefault(_strategy(spec), []).append((meas, p_sw, p_la))
-        e_sw, e_la = rel(p_sw, meas), rel(p_la, meas)
+        at_run = (r.predicted or {}).get("tokens_per_s_per_device")
         print(
-            f"{spec.model[:13]:13} {_strategy(spec):9} {spec.precision:4} {int(spec.gc):3} {spec.micro_batch:>2} "
-            f"{spec.grad_accum:>2} {optim_label(spec.training_args)[:17]:17} | {meas:>9,.0f} | "
-            + (f"{p_sw:>9,.0f} {e_sw:>+7.0%}" if p_sw else f"{'n/a':>9} {'':>7}")
+            f"{spec.model[:12]:12} {_strategy(spec):9} {spec.precision:4} {int(spec.gc):>2} {spec.micro_batch:>2} "
+            f"{spec.grad_accum:>2} {optim_label(spec.training_args)[:16]:16} | {meas:>9,.0f} | "
+            + (f"{at_run:>9,.0f}" if at_run else f"{'n/a':>9}")
             + " | "
-            + (f"{p_la:>9,.0f} {e_la:>+7.0%}" if p_la else f"{'n/a':>9} {'':>7}")
+            + " | ".join(cell(v[i], meas) for v in cols.values())
         )
     if why:
         print(f"llm-analysis: n/a ({why})")
-    print("\nper engine: median measured tokens/s/device, median predicted / measured")
-    for eng, rows in sorted(by_engine.items()):
-        ratios = []
-        for k in (1, 2):
-            x = [row[k] / row[0] for row in rows if row[k]]
-            ratios.append(statistics.median(x) if x else None)
-        shown = ["n/a" if x is None else f"{x:.2f}x" for x in ratios]
-        print(
-            f"  {eng:9} {len(rows):>2} points  {statistics.median(m for m, *_ in rows):>9,.0f}  sweeper {shown[0]:>7}"
-            f"  llm-analysis {shown[1]:>7}"
-        )
-    print("\nKendall's tau-b between predicted and measured tokens/s per device (1 = the measured order):")
-    for name, pairs in cols.items():
-        xs, ys = [p for p, _ in pairs], [m for _, m in pairs]
-        tau = kendall_tau(xs, ys) if len(pairs) > 1 else None
-        if tau is not None:
-            shown = f"{tau:+.3f}"
-        elif len(set(xs)) == 1 and len(pairs) > 1:
-            shown = "undefined: every prediction is the same number (no order at all)"
-        else:
-            shown = "n/a"
-        print(f"  {name:13} {len(pairs):>3} points  tau = {shown}")
-    by_model: dict[str, list[int]] = {}
+    measured = [t[2].metrics["tokens_per_s_per_device"] for t in ok]
+    print(
+        "\nper estimator: Kendall's tau-b between predicted and measured tokens/s per device (1 = the measured "
+        "order), and |error| of the non-DDP points (issue 18: 'cal' within 25 % for every ZeRO-2 and FSDP point)"
+    )
+    for name, values in cols.items():
+        pairs = [(p, m) for p, m in zip(values, measured, strict=True) if p]
+        off = [
+            abs(rel(p, t[2].metrics["tokens_per_s_per_device"]))
+            for p, t in zip(values, ok, strict=True)
+            if p and t not in ddp
+        ]
+        worst = f"median {statistics.median(off):.0%}, max {max(off):.0%} over {len(off)}" if off else "none"
+        print(f"  {name:13} {len(pairs):>3} points  tau = {_tau_text(pairs)}; non-DDP |error|: {worst}")
+    groups: dict[str, list[int]] = {}
     for i, (spec, _a, _r) in enumerate(ok):
-        by_model.setdefault(f"{spec.model} {spec.precision}", []).append(i)
-    print("  within one model and precision (the engines, gc, batch and optimizer ranked):")
-    for group, idx in sorted(by_model.items()):
+        groups.setdefault(f"{spec.model} {spec.precision}", []).append(i)
+    print("  within one model and precision (engines, gc, batch, optimizer ranked against each other):")
+    for group, idx in sorted(groups.items()):
         cells = []
-        for name, k in (("sweeper", 1), ("llm-analysis", 2)):
-            rows = [
-                (p, ok[i][2].metrics["tokens_per_s_per_device"]) for i in idx if (p := _pred(sw, results, ok, i, k))
-            ]
-            tau = kendall_tau([p for p, _ in rows], [m for _, m in rows]) if len(rows) > 1 else None
-            cells.append(f"{name} " + ("n/a" if tau is None else f"{tau:+.3f}"))
-        print(f"    {group:22} {len(idx):>2} points: " + ", ".join(cells))
-
-
-def _pred(sw: list, results: dict, ok: list, i: int, k: int) -> float | None:
-    """Point ``i``'s predicted tokens/s per device: sweeper's (``k`` = 1) or llm-analysis's (2)."""
-    if k == 1:
-        return sw[i].get("tokens_per_s_per_device")
-    la = results.get(str(i)) or {}
-    return _tokens_per_step(ok[i][0]) / la["latency_per_iter"] if la.get("latency_per_iter") else None
+        for name in ("sweeper", "llm-analysis"):
+            pairs = [(cols[name][i], measured[i]) for i in idx if cols[name][i]]
+            cells.append(f"{name} {_tau_text(pairs)}")
+        print(f"    {group:22} {len(idx):>2} points: " + "; ".join(cells))
 
 
 # ---- 6. Llama-2-7B tokens/s per engine ------------------------------------------------------------------------
