@@ -8,10 +8,11 @@ ZeRO-1, ZeRO-2, ZeRO-3, FSDP full_shard} x {fp32, bf16 autocast}, batch 4 x 128 
 Predicted, for each point, by:
 
 * **sweeper**: ``sweeper.capacity.memory.estimate_memory(spec, arch, "cpu")`` (its states and its CPU peak);
-* **DeepSpeed** 0.19: ``estimate_zero2_model_states_mem_needs`` / ``estimate_zero3_model_states_mem_needs``
-  (``cpu_offload=False``), fed by DeepSpeed's own ``model_to_params`` on the instantiated CPU model. ZeRO-2/3 only;
+* **DeepSpeed**: ``estimate_zero2_model_states_mem_needs`` / ``estimate_zero3_model_states_mem_needs`` (the rows
+  ``..._all_cold`` prints; ``cpu_offload`` / ``cpu_offload_params`` as the point offloads), fed by the counts of
+  DeepSpeed's ``model_to_params`` (total, largest layer) taken on the model built on the meta device. ZeRO-2/3 only;
   one model-state total (no breakdown, no activations), for 16-bit weights;
-* **accelerate** 1.15: what ``accelerate estimate-memory`` computes (``create_empty_model``: ``AutoModel`` under
+* **accelerate**: what ``accelerate estimate-memory`` computes (``create_empty_model``: ``AutoModel`` under
   ``init_empty_weights``, reproduced offline; ``calculate_maximum_sizes``; ``estimate_training_usage``). Unsharded
   only; weights, gradients, Adam and the "Training using Adam" number it prints (``max`` of its four entries); no
   activations;
