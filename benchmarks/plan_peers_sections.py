@@ -327,10 +327,10 @@ def throughput(records: list, python: str | None, why_missing: str, work: Path) 
         target = target_for(spec, "local", _local_cluster())
         pred = predicted_for(spec, target, m)
         sw.append(pred.get("tokens_per_s_per_device"))
-        if cal is not None:
+        try:  # plan.efficiency replaced by the DDP calibration (a model with other knobs: n/a, not a crash)
             spec_cal = replace(spec, plan=replace(spec.plan, efficiency=cal.efficiency))
             sw_cal.append(predicted_for(spec_cal, target, m).get("tokens_per_s_per_device"))
-        else:
+        except (AttributeError, TypeError, ValueError):
             sw_cal.append(None)
         if m.get("mfu_peak_flops"):
             eff = min(max(pred.get("efficiency") or 0.4, 1e-3), 1.0)
