@@ -339,6 +339,7 @@ def throughput(records: list, python: str | None, why_missing: str, work: Path) 
     from sweeper.point.lifecycle import predicted_for, target_for
 
     ok = [t for t in records if t[2].status == "ok" and (t[2].metrics or {}).get("tokens_per_s_per_device")]
+    ok.sort(key=lambda t: (t[0].model, t[0].precision, t[0].fsdp, t[0].zero, t[0].gc, optim_label(t[0].training_args)))
     ddp = [t for t in ok if _strategy(t[0]) == "DDP"]
     cal = calibrated_efficiency([r for _s, _a, r in ddp])
     print(
