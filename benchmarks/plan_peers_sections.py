@@ -143,6 +143,29 @@ def optimizers(records: list, python: str | None, why_missing: str, work: Path) 
         "llm-analysis refuses 32-bit weights, so both its columns are its w16a16 answer (a user's only choice): its "
         "optimizer state then counts a 4 B/param fp32 master copy, which these fp32 runs do not keep."
     )
+    prune_check(records)
+
+
+def prune_check(records: list) -> None:
+    """U14's second half: with a device exactly as large as the measured peak needs (capacity = measured peak /
+    (1 - plan.memory_margin), in ``cluster.gpu_mem_gib``), does sweeper's ``fits`` say yes? A no would prune a point
+    that fits (``prune=true``)."""
+    from sweeper.capacity.predict import predict
+    from sweeper.point.lifecycle import target_for
+
+    cells = []
+    for spec, _arch, r in records:
+        peak = (r.metrics or {}).get("peak_mem_bytes")
+        if r.status != "ok" or not peak:
+            continue
+        capacity = peak / (1.0 - spec.plan.memory_margin)
+        target = target_for(spec, "local", {**_local_cluster(), "gpu_mem_gib": capacity / GIB})
+        fits = predict(spec, target, with_max_batch=False).fits
+        cells.append(f"{optim_label(spec.training_args)}: {_yes(fits)}")
+    print(
+        "prune check (a device just large enough for the measured peak; 'no' = prune=true would prune a point that "
+        "fits): " + "; ".join(cells) + ". The peers have no pruning (and no fit below their model-state total)."
+    )
 
 
 # ---- 2. offload (U15) -----------------------------------------------------------------------------------------
