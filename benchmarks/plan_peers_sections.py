@@ -9,6 +9,7 @@ prediction: ``tokens_per_s_per_device``, ``device_bytes``, ...), and fields a ne
 
 from __future__ import annotations
 
+import importlib
 import statistics
 from pathlib import Path
 from typing import Any
@@ -172,8 +173,9 @@ def prune_check(records: list) -> None:
 
 
 def compose(overrides: list[str]) -> tuple[Any, Any]:
-    """(spec, target) of the point ``overrides`` name, composed as ``python -m sweeper.plan`` composes it (the app's
-    config, Hydra's override grammar, the typed schema), on its cluster as a SLURM target."""
+    """(spec, target) of the point ``overrides`` name, composed as ``python -m sweeper.plan`` composes it (its config
+    ``conf/plan.yaml``: bf16, batch 1, a rank per GPU; Hydra's override grammar, the typed schema), on its cluster as a
+    SLURM target."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
     from hydra.types import RunMode
@@ -188,8 +190,9 @@ def compose(overrides: list[str]) -> tuple[Any, Any]:
 
     register_configs()
     register_resolver()
+    importlib.import_module("sweeper.plan.__main__")  # stores hydra/sweeper=sweeper_plan, which conf/plan.yaml selects
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(conf_dir())))
-    cfg = loader.load_configuration("config", overrides=list(overrides), run_mode=RunMode.RUN)
+    cfg = loader.load_configuration("plan", overrides=list(overrides), run_mode=RunMode.RUN)
     with open_dict(cfg):
         del cfg["hydra"]
     spec = from_config(cfg)
@@ -204,7 +207,8 @@ def _yes(x: bool | None) -> str:
     return {True: "yes", False: "no", None: "-"}[x]
 
 
-OFFLOAD_7B = "model=llama-2-7b cluster=a100-80gb seq_len=2048 ranks_per_node=1 gc=true precision=bf16".split()
+#: U15's command (``python -m sweeper.plan`` defaults: bf16 autocast, batch 1)
+OFFLOAD_7B = "model=llama-2-7b cluster=a100-80gb seq_len=2048 ranks_per_node=1 gc=true".split()
 OPT, PAR = (
     "+deepspeed_config.zero_optimization.offload_optimizer.device=cpu",
     ("+deepspeed_config.zero_optimization.offload_param.device=cpu"),
