@@ -255,7 +255,9 @@ def main() -> int:
     seven_b(python, why_missing)
 
     def fp32_grid(engine: str) -> list:  # the grid's tiny fp32 point of an engine (grad_accum=1, AdamW)
-        return [t for t in runs["tiny"] if t[0].precision == "fp32" and _strategy(t[0]) == engine]
+        return [
+            t for t in runs["tiny"] if t[2].status == "ok" and t[0].precision == "fp32" and _strategy(t[0]) == engine
+        ]
 
     sections.optimizers([*fp32_grid("DDP"), *runs["optim"], *runs["optim-momentum"]], python, why_missing, work)
     sections.offload(runs["offload-cpu"], python, why_missing, work)

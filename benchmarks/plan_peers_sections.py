@@ -323,6 +323,14 @@ def off_grid(records: list, python: str | None, why_missing: str, work: Path) ->
 # ---- 5. throughput (U18) --------------------------------------------------------------------------------------
 
 
+def _engine(spec: Any) -> str:
+    """The engine, with ``+off`` when the point offloads (ZeRO-Offload of either kind, FSDP ``cpu_offload``)."""
+    zo = (spec.deepspeed_config or {}).get("zero_optimization") or {}
+    off = any(((zo.get(k) or {}).get("device") or "none") != "none" for k in ("offload_optimizer", "offload_param"))
+    off = off or bool((spec.fsdp_config or {}).get("cpu_offload"))
+    return _strategy(spec) + ("+off" if off else "")
+
+
 def _tokens_per_step(spec: Any) -> int:
     return spec.micro_batch * spec.seq_len * spec.grad_accum
 
@@ -410,7 +418,7 @@ def throughput(records: list, python: str | None, why_missing: str, work: Path) 
     def cell(p: float | None, meas: float) -> str:
         return f"{p:>9,.0f} {rel(p, meas):>+6.0%}" if p else f"{'n/a':>9} {'':>6}"
 
-    head = f"{'model':12} {'engine':9} {'prec':4} {'gc':>2} {'b':>2} {'ga':>2} {'optim':16} | {'measured':>9} | "
+    head = f"{'model':12} {'engine':10} {'prec':4} {'gc':>2} {'b':>2} {'ga':>2} {'optim':16} | {'measured':>9} | "
     head += f"{'sw @run':>9} | " + " | ".join(f"{name:>16}" for name in cols)
     print(head)
     print("-" * len(head))
@@ -418,7 +426,7 @@ def throughput(records: list, python: str | None, why_missing: str, work: Path) 
         meas = r.metrics["tokens_per_s_per_device"]
         at_run = (r.predicted or {}).get("tokens_per_s_per_device")
         print(
-            f"{spec.model[:12]:12} {_strategy(spec):9} {spec.precision:4} {int(spec.gc):>2} {spec.micro_batch:>2} "
+            f"{spec.model[:12]:12} {_engine(spec):10} {spec.precision:4} {int(spec.gc):>2} {spec.micro_batch:>2} "
             f"{spec.grad_accum:>2} {optim_label(spec.training_args)[:16]:16} | {meas:>9,.0f} | "
             + (f"{at_run:>9,.0f}" if at_run else f"{'n/a':>9}")
             + " | "
@@ -427,6 +435,11 @@ def throughput(records: list, python: str | None, why_missing: str, work: Path) 
     if why:
         print(f"llm-analysis: n/a ({why})")
     measured = [t[2].metrics["tokens_per_s_per_device"] for t in ok]
+    print(
+        "Measured on a shared machine: identical work differs between points run minutes apart (see the tiny DDP fp32 "
+        "rows: adamw_torch vs the default adamw_torch_fused, the two ZeRO-2 fp32 rows); each point's "
+        "runqueue_wait_frac and contended flag are in its record."
+    )
     print(
         "\nper estimator: Kendall's tau-b between predicted and measured tokens/s per device (1 = the measured "
         "order), and |error| of the non-DDP points (issue 18: 'cal' within 25 % for every ZeRO-2 and FSDP point)"
