@@ -247,7 +247,8 @@ def main() -> int:
     commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     n_ok = sum(t[2].status == "ok" for t in grid)
     print(
-        f"Model of commit {commit.stdout.strip() or '?'}. Measured: {n_ok} ok grid points from "
+        f"Checkout (benchmark and model) at commit {commit.stdout.strip() or '?'}. Measured: {n_ok} ok grid points "
+        "from "
         f"{', '.join(map(str, grid_dirs))}, 2 gloo CPU ranks, batch 4 x 128 tokens. DeepSpeed {deepspeed.__version__}, "
         f"accelerate {accelerate.__version__}, transformers {transformers.__version__}, llm-analysis {la_version}.\n"
     )
