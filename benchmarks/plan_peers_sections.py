@@ -239,10 +239,12 @@ def offload(measured: list, python: str | None, why_missing: str, work: Path) ->
     )
     print(head)
     print("-" * len(head))
+    any_host = False
     for name, extra, ds in OFFLOAD_CASES:
         spec, target = compose([*OFFLOAD_7B, *extra])
         p = predict(spec, target)
         host = getattr(p, "host_bytes_per_node", None)
+        any_host = any_host or host is not None
         host_fits = getattr(p, "host_fits", None)
         if ds is None:
             ds_gpu, ds_cpu = f"{'n/a [a]':>10}", f"{'n/a [a]':>22}"
@@ -257,8 +259,12 @@ def offload(measured: list, python: str | None, why_missing: str, work: Path) ->
         )
     print(
         f"  [a] {WHY['ds-offload-na']}\n  [b] {WHY['acc-offload']}\n  [c] {WHY['la-offload']}\n"
-        "  sw host GiB/node '-': the model has no host-memory term yet (Prediction.host_bytes_per_node absent). "
-        "DeepSpeed counts model states only (no activations, no CUDA context); sweeper's device bytes are its "
+        + (
+            "  sw host GiB/node '-': the model has no host-memory term (Prediction.host_bytes_per_node absent). "
+            if not any_host
+            else "  sw host GiB/node: Prediction.host_bytes_per_node (host_fits against cluster.host_mem_gib). "
+        )
+        + "DeepSpeed counts model states only (no activations, no CUDA context); sweeper's device bytes are its "
         "whole predicted device need (peak x (1 + fragmentation) + CUDA context + NCCL)."
     )
     if measured:
