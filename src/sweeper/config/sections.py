@@ -84,6 +84,9 @@ class PlanConfig:
     cuda_context_gib: float = 0.5
     # NCCL's buffers per rank when world size > 1, GiB, GPU only
     nccl_gib: float = 0.25
+    # a measured sweep directory to calibrate the time model on (efficiency and per-step overhead per engine family,
+    # gc and precision; sweeper.capacity.calibrate); null = plan.efficiency
+    calibrate: str | None = None
 
 
 @dataclass(frozen=True)
