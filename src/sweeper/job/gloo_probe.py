@@ -39,6 +39,23 @@ from typing import Any
 from sweeper.capacity.hostcomm import HostComm, cached_comm, comm_cache_file, comm_key, fit_ring
 from sweeper.results.atomic import write_json_atomic
 
+#: The environment torchrun gives a rank (torch/distributed/run.py, elastic agent), kept from the probe processes.
+TORCHRUN_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+)
+TORCHRUN_PREFIXES = ("TORCHELASTIC_", "TORCH_ELASTIC_")
+#: After a failed probe, points on this host do not try again for this many seconds (1 hour).
+RETRY_AFTER_S = 3600
 #: Buffer sizes timed, bytes (fp32 elements × 4).
 SIZES = (4096, 65536, 1 << 20, 4 << 20)
 
@@ -121,7 +138,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure_gloo(world: int = 2, reps: int = 25, timeout_s: float = 120.0) -> HostComm:
+def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 180.0) -> HostComm:
     """Measure gloo's all-reduce and all-gather cost between ``world`` fresh local processes (see the module doc).
 
     Returns:
@@ -131,7 +148,9 @@ def measure_gloo(world: int = 2, reps: int = 25, timeout_s: float = 120.0) -> Ho
         RuntimeError: a probe process failed or timed out.
     """
     port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # not torchrun's variables: under a rank they would point the probe's init_process_group at the job's store
+    env = {k: v for k, v in os.environ.items() if not k.startswith(TORCHRUN_PREFIXES) and k not in TORCHRUN_VARS}
+    env["OMP_NUM_THREADS"] = "1"
     with tempfile.TemporaryDirectory(prefix="sweeper_gloo_") as tmp:
         out = Path(tmp) / "times.json"
         cmd = [sys.executable, "-m", "sweeper.job.gloo_probe", "--world", str(world), "--port", str(port)]
@@ -183,26 +202,40 @@ def host_comm(world: int, path: Path | None = None, now: float | None = None) ->
     hit = cached_comm(world, path, now)
     if hit is not None:
         return hit
+    entries = _entries(path)
+    failed = entries.get(f"{comm_key(world)}|failed")
+    if isinstance(failed, dict) and 0 <= now - float(failed.get("at", 0)) < RETRY_AFTER_S:
+        return None  # a probe failed here recently: not again for every point
     try:
         fresh = measure_gloo(world)
-    except (RuntimeError, OSError, ValueError, KeyError):
+    except (RuntimeError, OSError, ValueError, KeyError) as e:
+        entries[f"{comm_key(world)}|failed"] = {"at": now, "error": str(e)[:500]}
+        _store(path, entries)
         return None
     day = time.strftime("%Y-%m-%d", time.gmtime(now))
     comm = HostComm(
         fresh.latency_s, fresh.bandwidth_gb_s, f"{fresh.source} on {day}, reused for 7 days", fresh.dtensor_step_s
     )
-    try:
-        entries = json.loads(path.read_text()) if path.exists() else {}
-        entries = entries if isinstance(entries, dict) else {}
-    except (OSError, ValueError):
-        entries = {}
+    entries.pop(f"{comm_key(world)}|failed", None)
     entries[comm_key(world)] = {**comm.to_dict(), "measured_at": now}
+    _store(path, entries)
+    return comm
+
+
+def _entries(path: Path) -> dict:
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _store(path: Path, entries: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, entries)
     except OSError:
         pass  # measured again next time
-    return comm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--reps", type=int, default=25)
+    ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     _time_collectives(a.rank, a.world, a.port, a.out, a.reps)

@@ -65,12 +65,30 @@ class RequireCallback(Callback):
         from sweeper.plan.points import named_keys
 
         require(named_keys(task_overrides(config.hydra)))
+        require_calibration(config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from sweeper.plan.points import named_keys
 
         params = config.hydra.sweeper.get("params") or {}
         require(named_keys(task_overrides(config.hydra)) | set(params))
+        require_calibration(config)
+
+
+def require_calibration(config: DictConfig) -> None:
+    """Exit with :data:`EXIT_USAGE` and the reason when ``plan.calibrate`` names a directory that is not a measured
+    sweep with an ``ok`` point to calibrate on (:func:`sweeper.capacity.calibrate.load_calibration`), before any
+    directory is made."""
+    where = (config.get("plan") or {}).get("calibrate")
+    if not where:
+        return
+    from sweeper.capacity.calibrate import load_calibration
+
+    try:
+        load_calibration(str(where))
+    except (ValueError, OSError) as e:
+        print(f"sweeper.plan: {e}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
 
 
 def require(named: set[str]) -> None:
