@@ -23,6 +23,7 @@ Targets (issue 18, "Done when"): every ZeRO-2/FSDP point within 25 %, tau >= 0.8
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -71,8 +72,22 @@ def _engine(spec) -> str:
     return "ZeRO-2" if spec.zero else ("FSDP" if spec.fsdp != "none" else "DDP")
 
 
-def evaluate(sweep_dir: Path, cache: Path | None) -> tuple[list[tuple], float]:
-    """Rows ``(engine, gc, precision, batch, measured, predicted, error, source)`` of one sweep and its tau."""
+def _uncontended(records: list) -> list:
+    """The records with each step time scaled by ``1 - runqueue_wait_frac`` (the share of the timed window a rank's
+    training thread waited for a CPU, docs/measurement.md "Contention"): an estimate of the step on idle cores."""
+    out = []
+    for r in records:
+        m = dict(r.metrics)
+        keep = 1.0 - float(m.get("runqueue_wait_frac") or 0.0)
+        m["step_time_s_median"] = m["step_time_s_median"] * keep
+        m["tokens_per_s_per_device"] = m["tokens_per_s_per_device"] / keep
+        out.append(dataclasses.replace(r, metrics=m))
+    return out
+
+
+def evaluate(sweep_dir: Path, cache: Path | None, uncontended: bool = False) -> tuple[list[tuple], float]:
+    """Rows ``(engine, gc, precision, batch, measured, predicted, error, prediction, wait)`` of one sweep and its
+    tau; ``uncontended``: measured steps scaled by ``1 - runqueue_wait_frac`` first (:func:`_uncontended`)."""
     if cache is not None:
         os.environ["SWEEPER_CACHE_DIR"] = str(cache)  # the gloo cost that repeat measured
     from sweeper.capacity.calibrate import family, fit_calibration
@@ -82,6 +97,9 @@ def evaluate(sweep_dir: Path, cache: Path | None) -> tuple[list[tuple], float]:
     from sweeper.results.collect import collect_records
 
     records = [r for r in collect_records(sweep_dir) if r.status == "ok"]
+    waits = {r.point_id: float(r.metrics.get("runqueue_wait_frac") or 0.0) for r in records}
+    if uncontended:
+        records = _uncontended(records)
     cal = fit_calibration(records, select=lambda s: family(s) == "ddp", where=str(sweep_dir))
     if cal is None:
         raise SystemExit(f"{sweep_dir}: no ok DDP point to calibrate on")
@@ -99,39 +117,26 @@ def evaluate(sweep_dir: Path, cache: Path | None) -> tuple[list[tuple], float]:
         )
         measured, predicted = m["tokens_per_s_per_device"], pred.tokens_per_s_per_device
         err = (predicted - measured) / measured
-        rows.append((_engine(spec), spec.gc, spec.precision, spec.micro_batch, measured, predicted, err, pred))
+        row = (_engine(spec), spec.gc, spec.precision, spec.micro_batch, measured, predicted, err, pred)
+        rows.append((*row, waits[r.point_id]))
     rows.sort(key=lambda x: (x[0], x[1], x[2], x[3]))
     tau = kendall_tau([x[5] for x in rows], [x[4] for x in rows])
     return rows, tau
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--reuse", nargs="*", type=Path, help="existing sweep directories, one per repeat")
-    args = parser.parse_args()
-    runs: list[tuple[Path, Path | None, str]] = []
-    if args.reuse:
-        runs = [(d, d / "cache" if (d / "cache").is_dir() else None, "") for d in args.reuse]
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="plan_time_"))
-        for i in range(args.repeats):
-            cache = tmp / f"cache{i}"
-            before = os.getloadavg()[0]
-            d = _sweep(tmp / f"repeat{i}", cache)
-            runs.append((d, cache, f"load average {before:.1f} before, {os.getloadavg()[0]:.1f} after"))
+def _print(runs: list[tuple[Path, Path | None, str]], uncontended: bool) -> None:
     worst_all, taus = 0.0, []
+    what = "measured steps scaled by 1 - runqueue_wait_frac" if uncontended else "measured as recorded"
     for n, (d, cache, load) in enumerate(runs):
-        rows, tau = evaluate(d, cache)
+        rows, tau = evaluate(d, cache, uncontended)
         taus.append(tau)
-        print(f"\n## repeat {n + 1}: {d} ({load})")
-        first = rows[0][7]
-        print(f"calibration: {first.efficiency_source}")
+        print(f"\n## repeat {n + 1} ({what}): {d} ({load})")
         header = f"{'engine':7} {'gc':5} {'prec':5} {'b':>2} | {'measured':>9} {'predicted':>9} {'error':>7} | comm ms"
+        header += " | wait"
         print(header)
         print("-" * len(header))
         within = total = 0
-        for eng, gc, prec, b, meas, pred_tps, err, pred in rows:
+        for eng, gc, prec, b, meas, pred_tps, err, pred, wait in rows:
             mark = ""
             if eng != "DDP":
                 total += 1
@@ -139,9 +144,39 @@ def main() -> int:
                 worst_all = max(worst_all, abs(err))
                 mark = "" if abs(err) <= 0.25 else "  > 25 %"
             comm = f"{pred.comm_s * 1e3:7.1f}" if pred.comm_s is not None else "      -"
-            print(f"{eng:7} {gc!s:5} {prec:5} {b:>2} | {meas:9,.0f} {pred_tps:9,.0f} {err:+7.1%} | {comm}{mark}")
+            print(
+                f"{eng:7} {gc!s:5} {prec:5} {b:>2} | {meas:9,.0f} {pred_tps:9,.0f} {err:+7.1%} | {comm} | "
+                f"{wait:4.0%}{mark}"
+            )
         print(f"ZeRO-2/FSDP within 25 %: {within}/{total}; Kendall tau (all {len(rows)} points): {tau:.3f}")
-    print(f"\nall repeats: worst ZeRO-2/FSDP |error| {worst_all:.1%}; tau {', '.join(f'{t:.3f}' for t in taus)}")
+    taus_s = ", ".join(f"{t:.3f}" for t in taus)
+    print(f"\n{what}, all repeats: worst ZeRO-2/FSDP |error| {worst_all:.1%}; tau {taus_s}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--reuse", nargs="*", type=Path, help="existing sweep directories, one per repeat")
+    parser.add_argument(
+        "--uncontended",
+        action="store_true",
+        help="also compare with each measured step scaled by 1 - runqueue_wait_frac (a shared machine's estimate)",
+    )
+    args = parser.parse_args()
+    runs: list[tuple[Path, Path | None, str]] = []
+    if args.reuse:
+        # the cache a repeat measured sits beside it: <tmp>/repeat<i> and <tmp>/cache<i>
+        caches = [d.parent / d.name.replace("repeat", "cache") for d in args.reuse]
+        runs = [(d, c if c.is_dir() else None, "") for d, c in zip(args.reuse, caches, strict=True)]
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="plan_time_"))
+        for i in range(args.repeats):
+            cache = tmp / f"cache{i}"
+            before = os.getloadavg()[0]
+            d = _sweep(tmp / f"repeat{i}", cache)
+            runs.append((d, cache, f"load average {before:.1f} before, {os.getloadavg()[0]:.1f} after"))
+    for uncontended in (False, True) if args.uncontended else (False,):
+        _print(runs, uncontended)
     return 0
 
 

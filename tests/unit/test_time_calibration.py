@@ -92,3 +92,12 @@ def test_a_calibrated_prediction_reproduces_a_point_it_was_fitted_on_and_adds_an
     zero2 = make_spec(per_device_batch_size=8, ranks_per_node=2, zero=2)
     z = predict(zero2, target, measured_peak_flops=PEAK, calibration=cal, with_max_batch=False)
     assert z.comm_s > p.comm_s and z.step_time_s > p.step_time_s  # dozens of hidden² buckets against one
+
+
+def test_a_failed_probe_is_not_retried_by_every_point_for_an_hour(tmp_path):
+    from sweeper.job.gloo_probe import RETRY_AFTER_S, host_comm
+
+    path = tmp_path / "gloo.json"
+    path.write_text(json.dumps({f"{comm_key(2)}|failed": {"at": 5000.0, "error": "gloo probe failed: test"}}))
+    assert host_comm(2, path=path, now=5000.0 + RETRY_AFTER_S - 1) is None  # returns at once, nothing measured
+    assert json.loads(path.read_text())[f"{comm_key(2)}|failed"]["at"] == 5000.0
