@@ -148,7 +148,12 @@ def _print(runs: list[tuple[Path, Path | None, str]], uncontended: bool) -> None
                 f"{eng:7} {gc!s:5} {prec:5} {b:>2} | {meas:9,.0f} {pred_tps:9,.0f} {err:+7.1%} | {comm} | "
                 f"{wait:4.0%}{mark}"
             )
-        print(f"ZeRO-2/FSDP within 25 %: {within}/{total}; Kendall tau (all {len(rows)} points): {tau:.3f}")
+        other = [x for x in rows if x[0] != "DDP"]
+        tau_other = kendall_tau([x[5] for x in other], [x[4] for x in other])
+        print(
+            f"ZeRO-2/FSDP within 25 %: {within}/{total}; Kendall tau (all {len(rows)} points): {tau:.3f}; "
+            f"over the {len(other)} ZeRO-2/FSDP points alone (none calibrated on): {tau_other:.3f}"
+        )
     taus_s = ", ".join(f"{t:.3f}" for t in taus)
     print(f"\n{what}, all repeats: worst ZeRO-2/FSDP |error| {worst_all:.1%}; tau {taus_s}")
 
