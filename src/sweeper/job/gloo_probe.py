@@ -138,7 +138,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 180.0) -> HostComm:
+def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 90.0) -> HostComm:
     """Measure gloo's all-reduce and all-gather cost between ``world`` fresh local processes (see the module doc).
 
     Returns:
