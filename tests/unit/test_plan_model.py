@@ -79,27 +79,65 @@ def test_hybrid_shard_shards_over_the_node_only():
     assert st.param_bytes == pytest.approx(4 * p / 8, rel=1e-3)  # 8 ranks per node, not 16
 
 
-def test_ring_all_reduce_moves_2_n_minus_1_over_n_of_the_gradients_and_zero_3_one_and_a_half_times_that():
+def test_ring_all_reduce_moves_2_n_minus_1_over_n_of_the_gradients_and_zero_adds_the_parameter_gather():
     arch = Arch.from_config("llama", LLAMA7B["config"])
+    p, ring = arch.total_params, 7 / 8
     ddp, _ = comm_bytes_per_step(arch, layout(_7b(ranks_per_node=8), "cuda"), nodes=1)
-    assert ddp == pytest.approx(2 * 7 / 8 * arch.total_params * 4)  # fp32 gradients under autocast
-    z3, _ = comm_bytes_per_step(arch, layout(_7b(zero=3), "cuda"), nodes=1)
+    assert ddp == pytest.approx(2 * ring * p * 4)  # fp32 gradients under autocast
     z2, _ = comm_bytes_per_step(arch, layout(_7b(zero=2), "cuda"), nodes=1)
-    assert z3 == pytest.approx(1.5 * z2)
+    # DeepSpeed all-reduces 16-bit gradient buckets (use_multi_rank_bucket_allreduce) and all-gathers the parameters
+    assert z2 == pytest.approx(3 * ring * p * 2, rel=1e-6)
+    z3, _ = comm_bytes_per_step(arch, layout(_7b(zero=3), "cuda"), nodes=1)
+    assert z3 == pytest.approx(z2, rel=1e-3)  # gather forward + gather backward + reduce-scatter (norms persistent)
+    fsdp, _ = comm_bytes_per_step(arch, layout(_7b(fsdp="full_shard"), "cuda"), nodes=1)
+    assert 2.9 * ring * p * 2 < fsdp < 3 * ring * p * 2  # the tail unit (norm + head) is not gathered again
     intra, inter = comm_bytes_per_step(arch, layout(_7b(zero=2, nodes=2), "cuda"), nodes=2)
     assert intra == 0 and inter > 0  # the ring crosses nodes: the inter-node bandwidth bounds it
 
 
+def test_collectives_per_step_follow_each_engine_buckets_and_units():
+    from sweeper.capacity.timing import DDP_BUCKET_BYTES, collectives
+
+    tiny = _model("tiny")
+    arch = Arch.from_config("llama", tiny["config"])
+    spec = make_spec(model=tiny, ranks_per_node=2)
+    assert len(collectives(arch, layout(spec, "cpu"))) == 1  # 0.84 MB of fp32 gradients: one bucket
+    zero2 = collectives(arch, layout(make_spec(model=tiny, ranks_per_node=2, zero=2), "cpu"))
+    buckets = [c for c in zero2 if c.kind == "all_reduce" and c.nbytes > 4]
+    sizes = {rows * rest * 4 for rows, rest in arch.param_shapes()}
+    assert all(c.nbytes <= 64 * 64 * 4 or c.nbytes in sizes for c in buckets)  # up to hidden², or one tensor alone
+    assert sum(c.nbytes for c in buckets) == arch.total_params * 4
+    fsdp = collectives(arch, layout(make_spec(model=tiny, ranks_per_node=2, fsdp="full_shard"), "cpu"))
+    kinds = [c.kind for c in fsdp]
+    layers = arch.layers
+    # forward: layers + embedding + tail; backward: layers + embedding again; one reduce-scatter per unit
+    assert kinds.count("all_gather") == (layers + 2) + (layers + 1) and kinds.count("reduce_scatter") == layers + 2
+    acc = collectives(arch, layout(make_spec(model=tiny, ranks_per_node=2, fsdp="full_shard"), "cpu"), grad_accum=4)
+    assert {c.count for c in acc if c.kind == "all_gather"} == {4} and {
+        c.count for c in acc if c.kind == "reduce_scatter"
+    } == {1}  # gathers every micro-batch, gradients reduced once (no_sync)
+    arch7 = Arch.from_config("llama", LLAMA7B["config"])
+    big = collectives(arch7, layout(_7b(), "cuda"))
+    # every 4096x4096 fp32 gradient (64 MiB) is over the 25 MiB cap: a bucket of its own; the norms share buckets
+    large = sum(1 for rows, rest in arch7.param_shapes() if rows * rest * 4 >= DDP_BUCKET_BYTES)
+    assert large <= len(big) <= large + 2 * arch7.layers
+    assert sum(c.nbytes for c in big) == arch7.total_params * 4
+
+
 def test_mfu_is_the_efficiency_without_recompute_and_three_quarters_of_it_with_full_checkpointing():
+    from sweeper.capacity.hostcomm import HostComm
+
     arch = Arch.from_config("llama", LLAMA7B["config"])
     lay = layout(_7b(), "cuda")
     kw = dict(batch=1, seq_len=4096, grad_accum=1, nodes=1, peak_flops=989e12, efficiency=0.4, comm_overlap=1.0)
-    plain = estimate_time(arch, lay, gc=False, intra_bw_gb_s=None, inter_bw_gb_s=None, **kw)
+    plain = estimate_time(arch, lay, gc=False, intra=None, inter=None, **kw)
     assert plain.mfu == pytest.approx(0.4) and plain.comm_s is None
-    ckpt = estimate_time(arch, lay, gc=True, intra_bw_gb_s=360.0, inter_bw_gb_s=None, **kw)
+    nvlink = HostComm(2e-6, 360.0, "test")
+    ckpt = estimate_time(arch, lay, gc=True, intra=nvlink, inter=None, **kw)
     assert ckpt.mfu == pytest.approx(0.4 * 6 / 8, rel=0.02)  # one extra forward: 8N instead of 6N (HFU vs MFU)
-    slow = estimate_time(arch, lay, gc=False, intra_bw_gb_s=0.5, inter_bw_gb_s=None, **{**kw, "comm_overlap": 0.0})
+    slow = estimate_time(arch, lay, gc=False, intra=HostComm(1e-4, 0.5, "t"), inter=None, **{**kw, "comm_overlap": 0.0})
     assert slow.step_s == pytest.approx(slow.compute_s + slow.comm_s)  # no overlap: everything exposed
+    assert slow.comm_s == pytest.approx(lay.world * 0 + slow.collectives * 2 * 7 * 1e-4 + slow.comm_bytes / 0.5e9)
 
 
 def test_7b_on_8_h100_ddp_does_not_fit_and_zero_3_and_fsdp_do():

@@ -1,36 +1,84 @@
-"""Calibrating the time model's efficiency on a sweep's measured ``ok`` points.
+"""Calibrating the time model on a sweep's measured ``ok`` points, per engine family, checkpointing and precision.
 
-For each ``ok`` point with a measured step time and a device peak, the efficiency that would have predicted its step
-exactly is::
+The model (:mod:`sweeper.capacity.timing`) predicts a step as ``overhead_s + FLOPs / (peak × efficiency) +
+exposed communication``. For a group of measured points (same engine family: ``ddp`` (DDP or one rank), ``zero``
+(DeepSpeed ZeRO-1/2/3), ``fsdp`` (FSDP2); same ``gc``; same ``precision``) the compute part of each step is::
 
-    efficiency_i = FLOPs one device did per optimizer step (recompute included) / (peak FLOP/s × measured step s)
+    compute_i = measured step s_i − predicted exposed communication_i     (the host's link, :mod:`.hostcomm`)
 
-that is the point's hardware FLOP utilisation (communication not separated out: on one node it overlaps the
-backward pass). The calibrated value is the median over the points (robust to one noisy point), reported with the
-10th–90th percentile spread and the number of points, ready to pass back as ``plan.efficiency=``.
+and the group's parameters come from those points:
+
+* two or more distinct FLOP counts (e.g. two batch sizes): least squares of ``compute_i = overhead_s + F_i / R``
+  (R = FLOP/s achieved, efficiency = R / peak; the overhead is the per-step host cost that does not grow with the
+  batch: Python dispatch, the optimizer's per-tensor loop, the Trainer's bookkeeping; clamped at 0);
+* otherwise the median of ``F_i / (peak × compute_i)`` with no overhead (robust to one noisy point).
+
+Precision is part of the group because a CPU's measured matmul peak is not what its training reaches in that dtype:
+here the bf16 peak is 4.6 × the fp32 one (AVX-512 BF16) while bf16 autocast steps are slower than fp32 ones (the
+casts and elementwise ops dominate a small model). A point is predicted with its own group's numbers, else the
+closest group (:func:`Calibration.lookup`: the same gc and precision in another family, DDP first; then the same
+family and precision; then any group of that precision), else the overall median, else ``plan.efficiency``;
+``efficiency_source`` says which. The overhead is used only on the device type it was measured on.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sweeper.capacity.arch import Arch, UnknownArchitecture
-from sweeper.capacity.timing import step_flops
+from sweeper.capacity.hostcomm import HostComm, cached_comm
+from sweeper.capacity.states import layout
+from sweeper.capacity.timing import comm_time, engine_host_s, step_flops
 from sweeper.config.spec import PointSpec
+
+#: Families in the order a missing one borrows from (DDP's numbers are the plainest compute).
+FAMILIES = ("ddp", "zero", "fsdp")
+
+
+def family(spec: PointSpec) -> str:
+    """The engine family of a point: ``zero`` (DeepSpeed), ``fsdp`` (FSDP2) or ``ddp`` (DDP, or one rank)."""
+    return "zero" if spec.zero else ("fsdp" if spec.fsdp != "none" else "ddp")
+
+
+def group_key(fam: str, gc: bool, precision: str) -> str:
+    """``"<family> gc=<true|false> <precision>"``: a calibration group's name."""
+    return f"{fam} gc={str(bool(gc)).lower()} {precision}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """The time model's parameters fitted on one group of points.
+
+    Attributes:
+        efficiency: achieved fraction of the dtype peak (recompute included).
+        overhead_s: seconds per optimizer step that do not grow with the batch (0 when not fitted).
+        n: points fitted on.
+        fitted: ``"overhead + rate"`` (two-parameter fit) or ``"median"``.
+    """
+
+    efficiency: float
+    overhead_s: float
+    n: int
+    fitted: str
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """An efficiency fitted on measured points.
+    """A time model fitted on measured points.
 
     Attributes:
-        efficiency: the median of the per-point efficiencies (fraction of the dtype peak).
+        efficiency: the median of the per-point efficiencies (fraction of the dtype peak), all groups together.
         n: points it was fitted on.
         p10, p90: the spread of the per-point efficiencies.
         peak_source: where the peaks came from (datasheet or measured), from the first point.
+        groups: :class:`Group` per :func:`group_key`.
+        device_type: ``cpu`` or ``cuda``: where the points ran (the overhead applies there only).
+        peaks: the measured peak per precision (FLOP/s, source), for a plan of the same kind of device.
+        where: the sweep directory it came from, for the notes ("" when fitted on records given directly).
     """
 
     efficiency: float
@@ -38,11 +86,32 @@ class Calibration:
     p10: float
     p90: float
     peak_source: str
+    groups: dict[str, Group] = field(default_factory=dict)
+    device_type: str = ""
+    peaks: dict[str, tuple[float, str]] = field(default_factory=dict)
+    where: str = ""
+
+    def lookup(self, spec: PointSpec, device_type: str) -> tuple[float, float, str]:
+        """``(efficiency, overhead_s, efficiency_source)`` for ``spec`` on ``device_type`` (module doc's order)."""
+        fam, gc, prec = family(spec), spec.gc, spec.precision
+        others = [f for f in FAMILIES if f != fam]
+        order = [(fam, gc, prec), *[(f, gc, prec) for f in others], (fam, not gc, prec)]
+        order += [(f, not gc, prec) for f in others]
+        where = f" of {self.where}" if self.where else ""
+        for i, (f, g, p) in enumerate(order):
+            grp = self.groups.get(group_key(f, g, p))
+            if grp is None:
+                continue
+            overhead = grp.overhead_s if device_type == self.device_type else 0.0
+            how = "calibrated" if i == 0 else f"calibrated, borrowed (no {group_key(fam, gc, prec)} point)"
+            src = f"{how} on {grp.n} {group_key(f, g, p)} point(s){where}, {grp.fitted}"
+            return grp.efficiency, overhead, src
+        return self.efficiency, 0.0, f"calibrated: the overall median of {self.n} point(s){where} (no {prec} group)"
 
 
 def point_efficiency(spec: PointSpec, metrics: dict[str, Any]) -> float | None:
-    """The efficiency of one measured point (see the module doc), or None without a step time, a peak or a known
-    architecture."""
+    """The efficiency of one measured point with no overhead and no communication separated out, or None without a
+    step time, a peak or a known architecture."""
     step = metrics.get("step_time_s_median")
     peak = metrics.get("mfu_peak_flops")
     if not step or not peak or step <= 0 or peak <= 0:
@@ -55,25 +124,96 @@ def point_efficiency(spec: PointSpec, metrics: dict[str, Any]) -> float | None:
     return flops / (peak * step)
 
 
-def calibrated_efficiency(records: Iterable[Any]) -> Calibration | None:
-    """Fit the efficiency on the ``ok`` records of a sweep (:class:`sweeper.results.record.Record`).
+def _device_type(r: Any) -> str:
+    """``cpu`` or ``cuda``: where a record's point ran (``ran.device_type``, else ``env.device_type``; cpu)."""
+    for part in ("ran", "env"):
+        d = getattr(r, part, None)
+        if isinstance(d, dict) and d.get("device_type"):
+            return "cuda" if d["device_type"] == "cuda" else "cpu"
+    return "cpu"
+
+
+def load_calibration(sweep_dir: str | Path) -> Calibration:
+    """:func:`fit_calibration` of a measured sweep directory's records (``plan.calibrate=<dir>``).
+
+    Raises:
+        ValueError: not a sweep directory, or no ``ok`` point with a step time and a peak (the message says which).
+    """
+    from sweeper.results.collect import collect_records
+    from sweeper.results.sweepdir import SweepDir
+
+    sweep = SweepDir.of(Path(sweep_dir).expanduser())
+    if not sweep.is_sweep():
+        raise ValueError(f"plan.calibrate={sweep_dir}: not a sweep directory (no points/ folder in it)")
+    cal = fit_calibration(collect_records(sweep), where=str(sweep_dir))
+    if cal is None:
+        raise ValueError(f"plan.calibrate={sweep_dir}: no ok point with a measured step time and peak to calibrate on")
+    return cal
+
+
+def _fit(points: list[tuple[float, float, float]]) -> Group:
+    """Fit one group on ``(FLOPs, peak, compute seconds)`` triples (module doc)."""
+    effs = [f / (p * t) for f, p, t in points]
+    flops = [f / p for f, p, _ in points]  # seconds at the full peak
+    if len({round(x, 12) for x in flops}) >= 2:
+        mx, my = statistics.fmean(flops), statistics.fmean(t for _, _, t in points)
+        sxx = sum((x - mx) ** 2 for x in flops)
+        slope = sum((x - mx) * (t - my) for x, (_, _, t) in zip(flops, points, strict=True)) / sxx
+        overhead = my - slope * mx
+        if slope > 0 and overhead >= 0:
+            return Group(1.0 / slope, overhead, len(points), "overhead + rate")
+        if slope > 0:  # a negative intercept: no overhead, the rate through the origin
+            slope = sum(x * t for x, (_, _, t) in zip(flops, points, strict=True)) / sum(x * x for x in flops)
+            return Group(1.0 / slope, 0.0, len(points), "rate (no overhead)")
+    return Group(statistics.median(effs), 0.0, len(points), "median")
+
+
+def fit_calibration(
+    records: Iterable[Any], comm: HostComm | None = None, where: str = "", select: Any = None
+) -> Calibration | None:
+    """Fit the time model on the ``ok`` records of a sweep (:class:`sweeper.results.record.Record`).
+
+    Args:
+        comm: the link the points ran over (None: this host's cached gloo measurement for their world size; with
+            neither, communication is not separated out).
+        where: the sweep directory, for ``efficiency_source``.
+        select: an optional predicate on a :class:`PointSpec`: only those points are fitted on (a benchmark
+            calibrates on its DDP points alone).
 
     Returns:
         A :class:`Calibration`, or None when no ok point has a step time and a peak.
     """
+    by_group: dict[str, list[tuple[float, float, float]]] = {}
     values: list[float] = []
-    source = ""
+    source, device = "", ""
+    peaks: dict[str, tuple[float, str]] = {}
     for r in records:
         if getattr(r, "status", None) != "ok" or not r.spec:
             continue
         try:
             spec = PointSpec.from_dict(r.spec)
-        except TypeError:
+            arch = Arch.from_config(spec.model_type, spec.model_config)
+        except (TypeError, UnknownArchitecture, KeyError, ValueError):
             continue
-        eff = point_efficiency(spec, r.metrics or {})
-        if eff is not None:
-            values.append(eff)
-            source = source or str((r.metrics or {}).get("mfu_peak_source") or "")
+        if select is not None and not select(spec):
+            continue
+        m = r.metrics or {}
+        step, peak = m.get("step_time_s_median"), m.get("mfu_peak_flops")
+        if not step or not peak or step <= 0 or peak <= 0:
+            continue
+        dev = _device_type(r)
+        lay = layout(spec, "cuda" if dev == "cuda" else "cpu")
+        link = comm or (cached_comm(lay.world) if dev != "cuda" else None)
+        comm_s, _, _ = comm_time(arch, lay, spec.nodes, spec.grad_accum, link, link)
+        compute = step - (comm_s or 0.0) - engine_host_s(arch, lay, link)  # nothing hides on CPU ranks
+        if compute <= 0:
+            continue
+        flops = step_flops(arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc)
+        by_group.setdefault(group_key(family(spec), spec.gc, spec.precision), []).append((flops, peak, compute))
+        values.append(flops / (peak * step))
+        source = source or str(m.get("mfu_peak_source") or "")
+        device = device or dev
+        peaks.setdefault(spec.precision, (float(peak), str(m.get("mfu_peak_source") or "measured")))
     if not values:
         return None
     values.sort()
@@ -82,4 +222,10 @@ def calibrated_efficiency(records: Iterable[Any]) -> Calibration | None:
         p10, p90 = deciles[0], deciles[-1]
     else:
         p10 = p90 = values[0]
-    return Calibration(statistics.median(values), len(values), p10, p90, source)
+    groups = {k: _fit(v) for k, v in sorted(by_group.items())}
+    return Calibration(statistics.median(values), len(values), p10, p90, source, groups, device, peaks, where)
+
+
+def calibrated_efficiency(records: Iterable[Any]) -> Calibration | None:
+    """:func:`fit_calibration` of ``records`` with this host's link (the report's calibration line)."""
+    return fit_calibration(records)

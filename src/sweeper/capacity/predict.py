@@ -5,15 +5,18 @@ and by the gate's pruning rule. Never raises for a point: what cannot be predict
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sweeper.capacity.arch import Arch, UnknownArchitecture
+from sweeper.capacity.calibrate import Calibration, load_calibration
+from sweeper.capacity.hostcomm import HostComm, cached_comm
 from sweeper.capacity.memory import MemoryEstimate, estimate_memory
 from sweeper.capacity.offload import offload_of
 from sweeper.capacity.optimizers import OptimizerModel, UnknownOptimizer
 from sweeper.capacity.states import layout, model_states
-from sweeper.capacity.timing import estimate_time
+from sweeper.capacity.timing import NCCL_STEP_LATENCY_S, estimate_time
 from sweeper.config.schema import PlanConfig
 from sweeper.config.spec import PointSpec
 from sweeper.config.target import Target
@@ -94,16 +97,44 @@ class Prediction:
         return out
 
 
-def _peak(spec: PointSpec, target: Target, measured: float | None, measured_source: str | None) -> tuple:
+def _peak(
+    spec: PointSpec, target: Target, measured: float | None, measured_source: str | None, cal: Calibration | None
+) -> tuple:
     if measured:
         return measured, measured_source or "measured"
     if target.device_type != "cuda":
+        if cal is not None and cal.device_type == "cpu" and spec.precision in cal.peaks:
+            flops, source = cal.peaks[spec.precision]
+            return flops, f"{source} (from the calibrating sweep {cal.where})"
         return None, "no datasheet peak for a CPU: throughput is predicted after the run, from its measured peak"
     name = target.gpu_name or target.cluster.gpu_name
     if not name:
         return None, "the cluster names no gpu_name: no peak FLOP/s, so no throughput prediction"
     p = gpu_peak(name, spec.precision)
     return p.flops, p.source
+
+
+@functools.lru_cache(maxsize=8)
+def _calibration(where: str | None) -> Calibration | None:
+    """The calibration of the sweep directory ``plan.calibrate`` names (read once per process), or None."""
+    return load_calibration(where) if where else None
+
+
+def _links(spec: PointSpec, target: Target, device: str, overlap: float) -> tuple:
+    """``(intra-node link, inter-node link, overlap)`` of the time model (:mod:`sweeper.capacity.timing`): a GPU
+    cluster's bandwidths from its config with NCCL's per-step latency; CPU ranks on this host: the measured gloo
+    cost (:func:`sweeper.capacity.hostcomm.cached_comm`) unless the cluster config gives a bandwidth, and no
+    overlap (gloo computes on the ranks' own cores)."""
+    cluster = target.cluster
+    bws = (cluster.intra_node_bandwidth_gb_s, cluster.inter_node_bandwidth_gb_s)
+    if device == "cpu" and bws[0] is None:
+        host = cached_comm(spec.ranks_per_node) if spec.nodes <= 1 else None
+        return host, None, 0.0
+    links = [
+        HostComm(NCCL_STEP_LATENCY_S[k], bw, f"cluster.{k}_node_bandwidth_gb_s") if bw else None
+        for k, bw in zip(("intra", "inter"), bws, strict=True)
+    ]
+    return links[0], links[1], overlap if device == "cuda" else 0.0
 
 
 def resolve_auto_batch(spec: PointSpec, target: Target) -> tuple[PointSpec, str | None]:
@@ -160,6 +191,7 @@ def predict(
     measured_peak_flops: float | None = None,
     peak_source: str | None = None,
     with_max_batch: bool = True,
+    calibration: Calibration | None = None,
 ) -> Prediction:
     """Predict ``spec`` on ``target`` (device type, GPU name, ``target.cluster``'s memory and bandwidths).
 
@@ -167,6 +199,8 @@ def predict(
         measured_peak_flops, peak_source: a measured device peak (FLOP/s) to use instead of the datasheet (CPU
             points, after their run).
         with_max_batch: also search the largest micro-batch that fits (a few dozen memory evaluations).
+        calibration: the time model's calibration (:mod:`sweeper.capacity.calibrate`); default: the sweep directory
+            ``plan.calibrate`` names, else none (``plan.efficiency``).
 
     Returns:
         A :class:`Prediction`; never raises for an unknown architecture, device or missing capacity (the numbers
@@ -200,10 +234,15 @@ def predict(
         out.update(_memory_numbers(spec, mem, device, capacity, host_capacity, settings.memory_margin, notes))
         if with_max_batch and capacity is not None:
             out["max_per_device_batch_size"] = max_batch_size(spec, target, arch=arch)
-    peak, source = _peak(spec, target, measured_peak_flops, peak_source)
+    cal = calibration if calibration is not None else _calibration(settings.calibrate)
+    peak, source = _peak(spec, target, measured_peak_flops, peak_source, cal)
     out["peak_source"] = source
     if peak:
-        cluster = target.cluster
+        intra, inter, overlap = _links(spec, target, device, settings.comm_overlap)
+        efficiency, overhead, out["efficiency_source"] = (
+            cal.lookup(spec, device) if cal is not None else (settings.efficiency, 0.0, "plan.efficiency")
+        )
+        out["efficiency"] = efficiency
         t = estimate_time(
             arch,
             layout(spec, device),
@@ -213,10 +252,11 @@ def predict(
             gc=spec.gc,
             nodes=spec.nodes,
             peak_flops=peak,
-            efficiency=settings.efficiency,
-            comm_overlap=settings.comm_overlap,
-            intra_bw_gb_s=cluster.intra_node_bandwidth_gb_s,
-            inter_bw_gb_s=cluster.inter_node_bandwidth_gb_s,
+            efficiency=efficiency,
+            comm_overlap=overlap,
+            intra=intra,
+            inter=inter,
+            overhead_s=overhead,
         )
         world = spec.ranks_per_node * spec.nodes
         seconds = spec.train_tokens / (t.tokens_per_s_per_device * world)

@@ -2,27 +2,51 @@
 
 ::
 
-    compute_s = tokens per step per device × (6N + 12·L·a·d·s  [+ one forward, 2N + 4·L·a·d·s, with gc])
-                / (peak FLOP/s in the compute dtype × efficiency)
-    comm_s    = bytes each device sends per step / bandwidth
-    step_s    = compute_s + max(0, comm_s − comm_overlap × compute_s)
+    compute_s = FLOPs per step per device (recompute included) / (peak FLOP/s in the compute dtype × efficiency)
+    comm_s    = Σ over the step's collectives of  count × ring_time(kind, bytes)
+    step_s    = overhead_s + compute_s + comm_s − min(overlap × compute_s, hideable comm_s)
 
-* FLOPs per token: PaLM (Chowdhery et al. 2022, Appendix B); checkpointing adds one forward (about a third).
-* Peak: the datasheet table of :mod:`sweeper.results.mfu` (the same one MFU uses), by device name and dtype.
-* Efficiency: the achieved fraction of that peak, recompute included (hardware FLOP utilisation). It defaults to a
-  stated value (``plan.efficiency``, 0.4: well-tuned dense LLM training reaches an MFU of 0.4–0.55 on A100/H100,
-  PaLM Table 3, Megatron-LM's published runs) and is calibrated on a sweep's ``ok`` points
-  (:mod:`sweeper.capacity.calibrate`).
-* Communication per optimizer step, per device, with N ranks in the ring: ring all-reduce moves ``2(N−1)/N · S``
-  (S = gradient bytes; Patarasuk & Yuan 2009, NCCL docs); ZeRO-1/2 do a reduce-scatter of gradients plus an
-  all-gather of parameters (the same volume, ZeRO paper §7); ZeRO-3 and FSDP ``full_shard`` gather the parameters
-  in forward and again in backward and reduce-scatter the gradients: ``3(N−1)/N · S`` (1.5 × DDP); ``shard_grad_op``
-  gathers once: ``2(N−1)/N · S``; ``hybrid_shard`` does full_shard inside a node and an all-reduce of each shard
-  across nodes. Bandwidths are per device, ``cluster.intra_node_bandwidth_gb_s`` on one node and
-  ``inter_node_bandwidth_gb_s`` once the ring crosses nodes.
-* Overlap assumption (stated, configurable as ``plan.comm_overlap``): communication hides behind that fraction of
-  the compute time (default 0.67, the backward pass's share of the FLOPs, where DDP's bucketed all-reduce and
-  FSDP's prefetching overlap); the rest is exposed.
+* FLOPs per token: PaLM (Chowdhery et al. 2022, Appendix B), ``6N + 12·L·a·d·s``; full checkpointing adds one
+  forward (``2N + 4·L·a·d·s``, hardware FLOPs).
+* Peak: the datasheet table of :mod:`sweeper.results.mfu` by device and dtype; a CPU's is measured per dtype
+  (:mod:`sweeper.job.cpu_peak`). Efficiency: the achieved fraction of it, ``plan.efficiency`` or calibrated per
+  engine family and checkpointing on a measured sweep (:mod:`sweeper.capacity.calibrate`).
+* Each collective costs ``steps·latency + wire bytes / bandwidth`` on a ring of N ranks (all-reduce: 2(N−1) steps,
+  2(N−1)/N·S on the wire; all-gather / reduce-scatter: N−1 steps, (N−1)/N·S; Patarasuk & Yuan 2009; NCCL
+  ``PERFORMANCE.md``), :func:`sweeper.capacity.hostcomm.ring_time`. Latency and bandwidth: a CPU host's gloo,
+  measured (:mod:`sweeper.job.gloo_probe`); a GPU cluster's ``cluster.intra_node_bandwidth_gb_s`` /
+  ``inter_node_bandwidth_gb_s`` with :data:`NCCL_STEP_LATENCY_S`.
+* What each engine communicates per optimizer step of A micro-batches (:func:`collectives`):
+
+  - **DDP**: one all-reduce per gradient bucket, buckets filled in reverse parameter order up to 1 MiB for the
+    first (``dist._DEFAULT_FIRST_BUCKET_BYTES``) and 25 MiB after (``bucket_cap_mb=25``,
+    ``torch/nn/parallel/distributed.py``), in the gradients' dtype (fp32 under autocast). Only on the last
+    micro-batch: accelerate accumulates under ``no_sync``.
+  - **ZeRO-1/2** (DeepSpeed ``stage_1_and_2.py``): gradients go into buckets of ``reduce_bucket_size`` elements,
+    which HF's ``"auto"`` sets to hidden² (``transformers/integrations/deepspeed.py``); a tensor larger than a bucket
+    is reduced alone. Each bucket is all-reduced (``average_tensor`` with ``use_multi_rank_bucket_allreduce=True``,
+    the default) in the 16-bit dtype under bf16/fp16. ZeRO-2 reduces on every micro-batch (it partitions gradients
+    as they come), ZeRO-1 at the accumulation boundary. After the step each of HF's two parameter groups is
+    all-gathered (``all_gather_dp_groups``, ``allgather_bucket_size`` 5·10⁸ elements), and the gradient norm is
+    all-reduced once (``gradient_clipping``).
+  - **ZeRO-3** (``stage3.py``): every parameter tensor above ``stage3_param_persistence_threshold`` (auto: 10·hidden)
+    is all-gathered in forward and again in backward, per micro-batch; gradients are reduce-scattered in buckets of
+    hidden² elements.
+  - **FSDP2** (``fully_shard``, as accelerate 1.15's ``fsdp2_prepare_model`` wraps a model: each decoder layer,
+    the input embedding, the tail [final norm, output head] and the root, which then holds no parameter): one
+    all-gather per unit in every micro-batch's forward; ``full_shard`` all-gathers the layers and the embedding
+    again in backward (``reshard_after_forward=True``; the tail is never resharded), ``shard_grad_op`` does not;
+    one reduce-scatter per unit on the last micro-batch (``set_requires_gradient_sync(False)`` before). Gathers and
+    reductions in the compute dtype (``MixedPrecisionPolicy(param_dtype, reduce_dtype)``).
+    ``hybrid_shard``: ``full_shard`` inside the node plus an all-reduce of each unit's shard across nodes.
+* FSDP2 on CPU ranks: the optimizer step and gradient clipping on DTensor parameters cost a measured time per
+  parameter tensor (:func:`engine_host_s`; 24 ms for 21 tensors against 1 ms on plain tensors, measured here).
+* Per-step overhead (``overhead_s``): host time per step that does not grow with the batch, calibrated on measured
+  points (:mod:`sweeper.capacity.calibrate`); 0 without a calibration.
+* Overlap (``plan.comm_overlap``, default 0.67, the backward pass's share of the FLOPs): on a GPU the collectives
+  issued during backward (gradient buckets, FSDP's backward gathers and reduce-scatters) hide behind that fraction of
+  the compute time. On CPU ranks nothing hides: gloo copies and reduces on the same cores the ranks compute on
+  (2 ranks on 2 cores here), so every collective is exposed.
 """
 
 from __future__ import annotations
@@ -30,7 +54,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweeper.capacity.arch import Arch
+from sweeper.capacity.hostcomm import HostComm, ring_time
 from sweeper.capacity.states import Layout
+
+#: DDP's first bucket (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``) and later buckets (``bucket_cap_mb=25``),
+#: bytes (MiB, as torch computes them: ``bucket_cap_mb * 1024 * 1024``).
+DDP_FIRST_BUCKET_BYTES = 1 << 20
+DDP_BUCKET_BYTES = 25 << 20
+#: DeepSpeed's ``allgather_bucket_size`` default (elements; ``deepspeed/runtime/zero/config.py``).
+ZERO_ALLGATHER_BUCKET = 500_000_000
+#: Seconds per ring step of NCCL on a GPU cluster when the cluster config gives none: NCCL's tuning model charges
+#: a few microseconds per step (``src/graph/tuning.cc``: base latency 6.8 µs for the Simple protocol plus ~1 µs per
+#: NVLink hop); nccl-tests' small all-reduces on 8 GPUs take 10–30 µs over 14 steps. Inter-node: an IB hop.
+NCCL_STEP_LATENCY_S = {"intra": 2e-6, "inter": 8e-6}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of collective an engine issues per optimizer step.
+
+    Attributes:
+        kind: ``all_reduce``, ``all_gather`` or ``reduce_scatter``.
+        nbytes: the full buffer (bytes): the all-reduced tensor, the gathered output, the reduce-scatter input.
+        count: how many per optimizer step.
+        hideable: issued during backward (can overlap compute on a GPU).
+        inter: the ring crosses nodes (the inter-node link bounds it).
+    """
+
+    kind: str
+    nbytes: float
+    count: float
+    hideable: bool
+    inter: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,9 +95,12 @@ class TimeEstimate:
     Attributes:
         flops_per_token: PaLM training FLOPs per token (MFU's numerator; no recompute).
         step_flops: FLOPs one device does per optimizer step, recompute included.
-        compute_s: seconds of compute per step at ``efficiency`` of ``peak_flops``.
-        comm_bytes: bytes each device sends per step (ring collectives).
-        comm_s: seconds of communication per step (None when the bandwidth is unknown: not modelled).
+        compute_s: seconds of compute per step at ``efficiency`` of ``peak_flops``, plus the per-step overhead.
+        comm_bytes: bytes each device puts on the wire per step (ring collectives).
+        comm_s: seconds of communication per step before overlap (None when the link is unknown: not modelled).
+        exposed_comm_s: the part of ``comm_s`` not hidden behind compute (0 when not modelled), plus FSDP2's DTensor
+            host cost on CPU ranks (:func:`engine_host_s`).
+        collectives: collectives per step (count).
         step_s: predicted seconds per optimizer step.
         tokens_per_s_per_device: tokens/s per device.
         mfu: fraction of the peak (PaLM, recompute not counted).
@@ -53,6 +111,8 @@ class TimeEstimate:
     compute_s: float
     comm_bytes: float
     comm_s: float | None
+    exposed_comm_s: float
+    collectives: float
     step_s: float
     tokens_per_s_per_device: float
     mfu: float
@@ -65,31 +125,131 @@ def step_flops(arch: Arch, *, batch: int, seq_len: int, grad_accum: int, gc: boo
     return batch * seq_len * grad_accum * per_token
 
 
+def _pack(sizes: list[int], cap: int, first_cap: int | None = None) -> list[int]:
+    """Greedy buckets of ``sizes`` (in the order given): a bucket closes once it reaches its cap (``first_cap`` for
+    the first), a size larger than the cap fills a bucket alone. Returns the bucket sizes."""
+    out: list[int] = []
+    cur = 0
+    for s in sizes:
+        limit = first_cap if (first_cap is not None and not out) else cap
+        if cur and cur + s > limit:
+            out.append(cur)
+            cur = 0
+        cur += s
+        if cur >= limit:
+            out.append(cur)
+            cur = 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def fsdp_units(arch: Arch) -> list[tuple[int, bool]]:
+    """FSDP2 units as accelerate wraps a model: ``(parameters, resharded after forward)`` for each decoder layer
+    (True), the input embedding (True, untied only) and the tail = final norm + output head (False); the root ends
+    with no parameter of its own (module doc)."""
+    shapes = arch.param_shapes()
+    per_layer = arch.layer_params
+    embed = shapes[0][0] * shapes[0][1]
+    rest = arch.total_params - embed - arch.layers * per_layer
+    units = [(per_layer, True)] * arch.layers
+    if arch.tied:
+        return [*units, (rest + embed, False)]
+    return [*units, (embed, True), (rest, False)]
+
+
+def collectives(arch: Arch, lay: Layout, nodes: int = 1, grad_accum: int = 1) -> list[Collective]:
+    """The collectives one rank takes part in per optimizer step (module doc, per engine). Empty on one rank."""
+    if lay.world <= 1:
+        return []
+    a = grad_accum
+    inter = nodes > 1
+    sizes = [rows * rest for rows, rest in arch.param_shapes()]
+    if lay.strategy == "ddp":
+        b = lay.param_bytes
+        buckets = _pack([s * b for s in reversed(sizes)], DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES)
+        return [Collective("all_reduce", x, 1, True, inter) for x in buckets]
+    hidden_sq = arch.hidden * arch.hidden
+    if lay.strategy in ("zero1", "zero2"):
+        b = lay.param_bytes
+        per = a if lay.strategy == "zero2" else 1
+        out = [Collective("all_reduce", x * b, per, True, inter) for x in _pack(list(reversed(sizes)), hidden_sq)]
+        decay = sum(s for (rows, rest), s in zip(arch.param_shapes(), sizes, strict=True) if rest > 1)
+        for group in (decay, arch.total_params - decay):
+            for x in _pack([group], ZERO_ALLGATHER_BUCKET):
+                out.append(Collective("all_gather", x * b, 1, False, inter))
+        out.append(Collective("all_reduce", 4, 1, False, inter))  # the gradient norm (fp32 scalar)
+        return out
+    if lay.strategy == "zero3":
+        b = lay.param_bytes
+        persistent = 10 * arch.hidden
+        gathered = [s for s in sizes if s > persistent]
+        out = [Collective("all_gather", s * b, a, False, inter) for s in gathered]  # forward
+        out += [Collective("all_gather", s * b, a, True, inter) for s in gathered]  # backward
+        out += [Collective("reduce_scatter", x * b, a, True, inter) for x in _pack(list(reversed(sizes)), hidden_sq)]
+        return out
+    g = lay.gathered_bytes
+    units = fsdp_units(arch)
+    hybrid = lay.strategy == "fsdp_hybrid"
+    inner = inter and not hybrid
+    out = [Collective("all_gather", n * g, a, False, inner) for n, _ in units]
+    if lay.strategy in ("fsdp_full", "fsdp_hybrid"):
+        out += [Collective("all_gather", n * g, a, True, inner) for n, resharded in units if resharded]
+    out += [Collective("reduce_scatter", n * g, 1, True, inner) for n, _ in units]
+    if hybrid and nodes > 1:
+        out += [Collective("all_reduce", n * g / lay.shards, 1, True, True) for n, _ in units]
+    return out
+
+
 def comm_bytes_per_step(arch: Arch, lay: Layout, nodes: int, grad_accum: int = 1) -> tuple[float, float]:
-    """Bytes one device sends per optimizer step inside its node and across nodes (see the module doc).
+    """Bytes one device puts on the wire per optimizer step inside its node and across nodes (ring traffic of
+    :func:`collectives`: all-reduce 2(N−1)/N·S, all-gather / reduce-scatter (N−1)/N·S).
 
     Returns:
         ``(intra_node_bytes, inter_node_bytes)``; a one-node point has no inter-node bytes.
     """
-    n = lay.world
-    if n <= 1:
-        return 0.0, 0.0
-    grads = arch.total_params * (lay.compute_bytes if lay.deepspeed else lay.param_bytes)
-    gathered = arch.total_params * lay.gathered_bytes
-    ring = (n - 1) / n
-    if lay.strategy in ("ddp", "zero1", "zero2"):
-        volume = 2 * ring * grads
-    elif lay.strategy in ("zero3", "fsdp_full"):
-        volume = 2 * ring * gathered * grad_accum + ring * grads
-    elif lay.strategy == "fsdp_grad_op":
-        volume = ring * gathered * grad_accum + ring * grads
-    else:  # fsdp_hybrid: full_shard over the node's ranks, then an all-reduce of each shard across nodes
-        k = lay.shards
-        inner = (k - 1) / k
-        intra = 2 * inner * gathered * grad_accum + inner * grads
-        m = max(1, n // k)
-        return intra, (2 * (m - 1) / m * grads / k if m > 1 else 0.0)
-    return (volume, 0.0) if nodes <= 1 else (0.0, volume)
+    intra = inter = 0.0
+    for c in collectives(arch, lay, nodes, grad_accum):
+        ring_n = lay.world // lay.shards if (lay.strategy == "fsdp_hybrid" and c.inter) else _ring(lay, c)
+        f = (ring_n - 1) / ring_n * (2 if c.kind == "all_reduce" else 1) if ring_n > 1 else 0.0
+        if c.inter:
+            inter += f * c.nbytes * c.count
+        else:
+            intra += f * c.nbytes * c.count
+    return intra, inter
+
+
+def _ring(lay: Layout, c: Collective) -> int:
+    """Ranks in the ring of ``c``: the shard group for FSDP's gathers and reductions, else the world."""
+    return lay.shards if lay.sharded else lay.world
+
+
+def comm_time(
+    arch: Arch, lay: Layout, nodes: int, grad_accum: int, intra: HostComm | None, inter: HostComm | None
+) -> tuple[float | None, float, float]:
+    """``(seconds of communication per step, of which hideable, collectives per step)`` under the links given;
+    seconds None when a link the point uses is unknown."""
+    total = hideable = count = 0.0
+    for c in collectives(arch, lay, nodes, grad_accum):
+        link = inter if c.inter else intra
+        count += c.count
+        if link is None:
+            return None, 0.0, count
+        ring_n = lay.world // lay.shards if (lay.strategy == "fsdp_hybrid" and c.inter) else _ring(lay, c)
+        t = c.count * ring_time(c.kind, c.nbytes, ring_n, link)
+        total += t
+        hideable += t if c.hideable else 0.0
+    return total, hideable, count
+
+
+def engine_host_s(arch: Arch, lay: Layout, link: HostComm | None) -> float:
+    """Seconds per step that FSDP2's DTensor parameters add on CPU ranks: the optimizer step and gradient clipping
+    run every elementwise op through DTensor's Python dispatch (and the norm needs an all-reduce), measured per
+    parameter tensor on this host (:attr:`HostComm.dtensor_step_s`) × the model's parameter tensors. 0 for other
+    engines and on a GPU link (no such measurement: the launches overlap the kernels)."""
+    if not lay.sharded or link is None:
+        return 0.0
+    return arch.param_tensors * link.dtensor_step_s
 
 
 def estimate_time(
@@ -104,8 +264,9 @@ def estimate_time(
     peak_flops: float,
     efficiency: float,
     comm_overlap: float,
-    intra_bw_gb_s: float | None,
-    inter_bw_gb_s: float | None,
+    intra: HostComm | None,
+    inter: HostComm | None,
+    overhead_s: float = 0.0,
 ) -> TimeEstimate:
     """Predict one optimizer step (see the module doc for every formula and its source).
 
@@ -113,9 +274,10 @@ def estimate_time(
         batch: micro-batch per device (samples); seq_len: tokens per sample; grad_accum: micro-batches per step.
         gc: full activation checkpointing (one extra forward). nodes: nodes the ranks span.
         peak_flops: the device's dense peak in the compute dtype, FLOP/s. efficiency: achieved fraction of it.
-        comm_overlap: fraction of compute time that hides communication.
-        intra_bw_gb_s, inter_bw_gb_s: per-device collective bandwidth, GB/s (10**9 bytes/s); None = unknown (then
-            communication is not modelled and ``comm_s`` is None).
+        comm_overlap: fraction of compute time that can hide the collectives issued in backward (CPU: use 0).
+        intra, inter: the link inside a node and across nodes (latency s per ring step, bandwidth GB/s); None =
+            unknown (then communication is not modelled and ``comm_s`` is None).
+        overhead_s: seconds per step that do not grow with the batch (calibrated, :mod:`.calibrate`; default 0).
 
     Raises:
         ValueError: a non-positive ``peak_flops`` or ``efficiency``.
@@ -125,13 +287,11 @@ def estimate_time(
     tokens = batch * seq_len * grad_accum
     fpt = arch.flops_per_token(seq_len)
     flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc)
-    compute_s = flops / (peak_flops * efficiency)
-    intra, inter = comm_bytes_per_step(arch, lay, nodes, grad_accum)
-    comm_s: float | None = 0.0
-    for volume, bw in ((intra, intra_bw_gb_s), (inter, inter_bw_gb_s)):
-        if volume:
-            comm_s = None if bw is None or comm_s is None else comm_s + volume / (bw * 1e9)
-    exposed = max(0.0, (comm_s or 0.0) - comm_overlap * compute_s)
+    compute_s = overhead_s + flops / (peak_flops * efficiency)
+    comm_s, hideable, count = comm_time(arch, lay, nodes, grad_accum, intra, inter)
+    exposed = 0.0 if comm_s is None else comm_s - min(comm_overlap * compute_s, hideable)
+    exposed += engine_host_s(arch, lay, intra)
     step_s = compute_s + exposed
     tps = tokens / step_s
-    return TimeEstimate(fpt, flops, compute_s, intra + inter, comm_s, step_s, tps, tps * fpt / peak_flops)
+    wire = sum(comm_bytes_per_step(arch, lay, nodes, grad_accum))
+    return TimeEstimate(fpt, flops, compute_s, wire, comm_s, exposed, count, step_s, tps, tps * fpt / peak_flops)

@@ -95,6 +95,9 @@ class PlanConfig:
     deadline_days: float | None = None
     # the most nodes the inverse question considers per cluster
     max_nodes: int = 256
+    # a measured sweep directory to calibrate the time model on (efficiency and per-step overhead per engine family,
+    # gc and precision; sweeper.capacity.calibrate); null = plan.efficiency
+    calibrate: str | None = None
 
 
 @dataclass(frozen=True)

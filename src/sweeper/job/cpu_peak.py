@@ -23,22 +23,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sweeper.capacity.hostcomm import CACHE_ENV, cache_dir
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.mfu import Peak
 
 #: A cached peak is measured again after this many seconds (7 days).
 MAX_AGE_S = 7 * 86400
-CACHE_ENV = "SWEEPER_CACHE_DIR"
+__all__ = ["CACHE_ENV", "FILE", "MAX_AGE_S", "cache_file", "cpu_peak", "host_key", "measure_cpu_peak"]
 FILE = "cpu_peak.json"
 
 
 def cache_file() -> Path:
     """The cache file: ``$SWEEPER_CACHE_DIR/cpu_peak.json``, else under ``$XDG_CACHE_HOME/sweeper``, else under
-    ``~/.cache/sweeper``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]) / FILE
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sweeper" / FILE
+    ``~/.cache/sweeper`` (:func:`sweeper.capacity.hostcomm.cache_dir`, shared with the gloo measurement)."""
+    return cache_dir() / FILE
 
 
 def _cpu_model() -> str:

@@ -227,6 +227,10 @@ def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> RankPeak:
         p = gpu_peak(device_name, dtype)
     else:
         p = cpu_peak(spec.precision if spec.precision != "fp16" else "fp32")  # measured once per host, reused
+        if spec.nodes == 1 and spec.ranks_per_node > 1:  # gloo's cost between local ranks, cached for the driver's
+            from sweeper.job.gloo_probe import host_comm  # prediction (sweeper.capacity.hostcomm)
+
+            host_comm(spec.ranks_per_node)
     return {"flops": p.flops, "source": p.source}
 
 

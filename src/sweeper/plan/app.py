@@ -75,7 +75,8 @@ class RequireCallback(Callback):
         from sweeper.plan.points import named_keys
 
         require(named_keys(task_overrides(config.hydra)))
-        refuse_unusable_folder(Path(config.hydra.run.dir), "hydra.run.dir")
+        require_calibration(config)
+        refuse_unusable_folder(Path(config.hydra.run.dir), "hydra.run.dir")  # makes the folder: last
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from sweeper.hydra_callbacks import refuse_unusable_folder
@@ -83,7 +84,24 @@ class RequireCallback(Callback):
 
         params = config.hydra.sweeper.get("params") or {}
         require(named_keys(task_overrides(config.hydra)) | set(params))
-        refuse_unusable_folder(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
+        require_calibration(config)
+        refuse_unusable_folder(Path(config.hydra.sweep.dir), "hydra.sweep.dir")  # makes the folder: last
+
+
+def require_calibration(config: DictConfig) -> None:
+    """Exit with :data:`EXIT_USAGE` and the reason when ``plan.calibrate`` names a directory that is not a measured
+    sweep with an ``ok`` point to calibrate on (:func:`sweeper.capacity.calibrate.load_calibration`), before any
+    directory is made."""
+    where = (config.get("plan") or {}).get("calibrate")
+    if not where:
+        return
+    from sweeper.capacity.calibrate import load_calibration
+
+    try:
+        load_calibration(str(where))
+    except (ValueError, OSError) as e:
+        print(f"sweeper.plan: {e}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
 
 
 def require(named: set[str]) -> None:

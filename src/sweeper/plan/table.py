@@ -41,6 +41,7 @@ ASSUMPTIONS: dict[str, str] = {
     "fragmentation": "allocator reserve over the allocated peak (GPU)",
     "cuda_context_gib": "CUDA context per process, GiB (GPU, outside the allocator)",
     "nccl_gib": "NCCL buffers per rank when world size > 1, GiB (GPU)",
+    "calibrate": "measured sweep directory the time model is calibrated on (per engine family, gc, precision)",
 }
 
 
@@ -174,10 +175,15 @@ def header_lines(points: Sequence[tuple[PointSpec, ClusterConfig]], df: pd.DataF
         p = settings
         lines.append(
             "Assumptions: "
-            + ", ".join(f"plan.{k}={getattr(p, k):g}" for k in ASSUMPTIONS)
+            + ", ".join(f"plan.{k}={_assumption(getattr(p, k))}" for k in ASSUMPTIONS)
             + " (docs/planning.md; override with plan.<key>=V)"
         )
     return lines
+
+
+def _assumption(v: Any) -> str:
+    """An assumption's value as the override spells it: numbers with ``:g``, a path as is, None as ``null``."""
+    return "null" if v is None else (f"{v:g}" if isinstance(v, int | float) else md.one_line(str(v)))
 
 
 def _cluster_lines(name: Any, cluster: ClusterConfig, rows: pd.DataFrame, planned: pd.DataFrame) -> list[str]:

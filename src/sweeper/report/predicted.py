@@ -138,7 +138,14 @@ def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, s
         about.append(f"peak: {one_line(cal.peak_source)}")
     span = f" ({'; '.join(about)})" if about else ""
     plural = "s" if cal.n != 1 else ""
-    return f"plan.efficiency={efficiency_value(e)} calibrated on {cal.n:,} ok point{plural}{span}", reuse_command(df, e)
+    groups = getattr(cal, "groups", None) or {}
+    per = "; ".join(
+        f"{k} {efficiency_value(g.efficiency)}" + (f" + {g.overhead_s * 1e3:.3g} ms/step" if g.overhead_s else "")
+        for k, g in groups.items()
+    )
+    per = f"; per group (plan.calibrate=<this sweep dir>): {per}" if len(groups) > 1 else ""
+    line = f"plan.efficiency={efficiency_value(e)} calibrated on {cal.n:,} ok point{plural}{span}{per}"
+    return line, reuse_command(df, e)
 
 
 def calibration_line(cal: Calibration | None, df: pd.DataFrame) -> str | None:

@@ -1,0 +1,255 @@
+"""This host's gloo collective cost between local ranks, measured once and cached like the matmul peak.
+
+The time model (:mod:`sweeper.capacity.timing`) costs a ring collective on N ranks as::
+
+    all-reduce:                  t = 2(N−1) · latency + 2(N−1)/N · S / bandwidth
+    all-gather / reduce-scatter: t =  (N−1) · latency +  (N−1)/N · S / bandwidth
+
+(S = the full buffer in bytes; Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms"; NCCL's
+``PERFORMANCE.md`` defines the same busbw factors). A CPU cluster has no datasheet for gloo over loopback, so
+:func:`measure_gloo` starts ``world`` fresh processes (``python -m sweeper.job.gloo_probe``, one intra-op thread
+each, as torchrun gives the ranks), times ``all_reduce`` and ``all_gather_into_tensor`` of fp32 buffers of a few
+sizes (4 KiB to 4 MiB), each call issued after a slice of compute (:func:`_compute_slice`) as in training, so that
+the ranks arrive out of step and the time includes waiting for the later one (on a CPU host shared with other work,
+that wait, not the wire, dominates: 0.3 ms for a 4 KiB all-reduce issued right after a barrier, 2 to 4 ms on average
+after compute at a load average of 9 on 2 cores); the mean of the repeats (the expected cost, waits included), and
+fits ``latency`` (seconds per ring step) and
+``bandwidth`` (GB/s = 10**9 bytes/s of ring traffic, busbw) by least squares on ``t = steps·latency + wire/bw``.
+
+Cache: ``gloo.json`` beside ``cpu_peak.json`` (:func:`sweeper.job.cpu_peak.cache_file`'s directory, so
+``SWEEPER_CACHE_DIR`` moves both), one entry per :func:`sweeper.capacity.hostcomm.comm_key` (host, CPU model, CPUs,
+torch version, world size), measured again after 7 days. The reader is torch-free
+(:func:`sweeper.capacity.hostcomm.cached_comm`): the driver reads it when it predicts a finished CPU point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sweeper.capacity.hostcomm import HostComm, cached_comm, comm_cache_file, comm_key, fit_ring
+from sweeper.results.atomic import write_json_atomic
+
+#: The environment torchrun gives a rank (torch/distributed/run.py, elastic agent), kept from the probe processes.
+TORCHRUN_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+)
+TORCHRUN_PREFIXES = ("TORCHELASTIC_", "TORCH_ELASTIC_")
+#: After a failed probe, points on this host do not try again for this many seconds (1 hour).
+RETRY_AFTER_S = 3600
+#: Buffer sizes timed, bytes (fp32 elements × 4).
+SIZES = (4096, 65536, 1 << 20, 4 << 20)
+
+
+def _time_collectives(rank: int, world: int, port: int, out: Path | None, reps: int) -> None:
+    """One probe rank: join a gloo group on ``127.0.0.1:port`` and time each collective and size; rank 0 writes
+    ``{"all_reduce": [[bytes, seconds], ...], "all_gather": [...]}`` (median seconds per call) to ``out``."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        result: dict[str, list[list[float]]] = {"all_reduce": [], "all_gather": []}
+        w = torch.randn(64, 64)
+        for size in SIZES:
+            numel = size // 4
+            buf = torch.ones(numel)
+            shard = torch.ones(numel // world)
+            gathered = torch.empty(numel // world * world)
+            for op in ("all_reduce", "all_gather"):
+                times = []
+                for i in range(reps + 3):
+                    _compute_slice(w)  # as in training: the collective follows compute, the ranks not in step
+                    t0 = time.perf_counter()
+                    if op == "all_reduce":
+                        dist.all_reduce(buf)
+                    else:
+                        dist.all_gather_into_tensor(gathered, shard)
+                    if i >= 3:  # warm-up calls dropped
+                        times.append(time.perf_counter() - t0)
+                t = torch.tensor([statistics.fmean(times)])
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)  # a collective ends when its slowest rank does
+                result[op].append([float(size), float(t.item())])
+        result["dtensor_step_s"] = [[_dtensor_step_cost(world), 0.0]]
+        if rank == 0 and out is not None:
+            out.write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+def _dtensor_step_cost(world: int, tensors: int = 16, reps: int = 12) -> float:
+    """Seconds per parameter tensor that ``clip_grad_norm_`` + ``AdamW.step`` (HF Trainer's defaults) cost more
+    on FSDP2's DTensor parameters (sharded on dim 0 over ``world`` ranks) than on plain tensors of the same shape:
+    DTensor's Python dispatch of every elementwise op, and the norm's all-reduce (median of ``reps`` steps)."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world,))
+    costs = []
+    for wrap in (lambda t: t, lambda t: distribute_tensor(t, mesh, [Shard(0)])):
+        params = [torch.nn.Parameter(wrap(torch.randn(64 * world, 64))) for _ in range(tensors)]
+        for q in params:
+            q.grad = wrap(torch.randn(64 * world, 64))
+        opt = torch.optim.AdamW(params)
+        times = []
+        for i in range(reps + 2):
+            t0 = time.perf_counter()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+        costs.append(statistics.median(times))
+    return max(0.0, costs[1] - costs[0]) / tensors
+
+
+def _compute_slice(w: Any) -> None:
+    """About a millisecond of matmuls (256×64 by 64×64, 20 times): the work a rank does between two collectives."""
+    import torch
+
+    x = torch.ones(256, 64)
+    for _ in range(20):
+        x = torch.tanh(x @ w)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 90.0) -> HostComm:
+    """Measure gloo's all-reduce and all-gather cost between ``world`` fresh local processes (see the module doc).
+
+    Returns:
+        The fitted :class:`~sweeper.capacity.hostcomm.HostComm`, its source saying what was measured.
+
+    Raises:
+        RuntimeError: a probe process failed or timed out.
+    """
+    port = _free_port()
+    # not torchrun's variables: under a rank they would point the probe's init_process_group at the job's store
+    env = {k: v for k, v in os.environ.items() if not k.startswith(TORCHRUN_PREFIXES) and k not in TORCHRUN_VARS}
+    env["OMP_NUM_THREADS"] = "1"
+    with tempfile.TemporaryDirectory(prefix="sweeper_gloo_") as tmp:
+        out = Path(tmp) / "times.json"
+        cmd = [sys.executable, "-m", "sweeper.job.gloo_probe", "--world", str(world), "--port", str(port)]
+        procs = [
+            subprocess.Popen(
+                [*cmd, "--rank", str(r), "--reps", str(reps), *(["--out", str(out)] if r == 0 else [])],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for r in range(world)
+        ]
+        errors = []
+        deadline = time.monotonic() + timeout_s
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+                errors.append(f"timed out after {timeout_s:.0f} s")
+                continue
+            if p.returncode:
+                errors.append(err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {p.returncode}"])
+        if errors or not out.exists():
+            raise RuntimeError(f"gloo probe failed: {errors or 'no result written'}")
+        times = json.loads(out.read_text())
+    lat, bw = fit_ring(world, times["all_reduce"], times["all_gather"])
+    dtensor = float(times["dtensor_step_s"][0][0])
+    sizes = f"{SIZES[0] // 1024} KiB-{SIZES[-1] >> 20} MiB"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return HostComm(
+        lat,
+        bw,
+        dtensor_step_s=dtensor,
+        source=f"measured: gloo all_reduce/all_gather after compute, {world} local ranks, {sizes}, mean of {reps}, "
+        f"load average {load:.1f}",
+    )
+
+
+def host_comm(world: int, path: Path | None = None, now: float | None = None) -> HostComm | None:
+    """This host's gloo cost for ``world`` local ranks: the cached entry when younger than 7 days, else measured
+    (:func:`measure_gloo`) and stored. None for one rank (no collective), or when the probe fails (the prediction
+    then says communication is not modelled). Never raises."""
+    if world <= 1:
+        return None
+    path = comm_cache_file() if path is None else path
+    now = time.time() if now is None else now
+    hit = cached_comm(world, path, now)
+    if hit is not None:
+        return hit
+    entries = _entries(path)
+    failed = entries.get(f"{comm_key(world)}|failed")
+    if isinstance(failed, dict) and 0 <= now - float(failed.get("at", 0)) < RETRY_AFTER_S:
+        return None  # a probe failed here recently: not again for every point
+    try:
+        fresh = measure_gloo(world)
+    except (RuntimeError, OSError, ValueError, KeyError) as e:
+        entries[f"{comm_key(world)}|failed"] = {"at": now, "error": str(e)[:500]}
+        _store(path, entries)
+        return None
+    day = time.strftime("%Y-%m-%d", time.gmtime(now))
+    comm = HostComm(
+        fresh.latency_s, fresh.bandwidth_gb_s, f"{fresh.source} on {day}, reused for 7 days", fresh.dtensor_step_s
+    )
+    entries.pop(f"{comm_key(world)}|failed", None)
+    entries[comm_key(world)] = {**comm.to_dict(), "measured_at": now}
+    _store(path, entries)
+    return comm
+
+
+def _entries(path: Path) -> dict:
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _store(path: Path, entries: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, entries)
+    except OSError:
+        pass  # measured again next time
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sweeper.job.gloo_probe --rank R --world N --port P [--out FILE]``: one probe rank (internal)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args(argv)
+    _time_collectives(a.rank, a.world, a.port, a.out, a.reps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The time model's calibration (per engine family, gc and precision, with a per-step overhead) and the host link's
+fit and cache (:mod:`sweeper.capacity.calibrate`, :mod:`sweeper.capacity.hostcomm`): arithmetic on records built
+from known step times, no ranks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweeper.capacity.arch import Arch
+from sweeper.capacity.calibrate import fit_calibration, group_key
+from sweeper.capacity.hostcomm import MAX_AGE_S, HostComm, cached_comm, comm_key, fit_ring, ring_time
+from sweeper.capacity.predict import predict
+from sweeper.capacity.states import layout
+from sweeper.capacity.timing import comm_time, step_flops
+from sweeper.config.target import Target
+from sweeper.results.record import Record
+from tests.unit.specs import make_spec
+
+LINK = HostComm(1e-3, 0.5, "test link")
+PEAK = 1e11
+
+
+def _record(spec, step_s: float) -> Record:
+    return Record(
+        sweep_id="s",
+        point_id=str(abs(hash((spec.micro_batch, spec.gc, spec.precision, spec.zero, spec.fsdp))))[:12],
+        status="ok",
+        spec=spec.to_dict(),
+        ran={"device_type": "cpu"},
+        metrics={"step_time_s_median": step_s, "mfu_peak_flops": PEAK, "mfu_peak_source": "measured: test"},
+    )
+
+
+def _step(spec, overhead: float, rate: float) -> float:
+    """The step the model would predict with ``overhead`` s and ``rate`` FLOP/s, plus the point's collectives."""
+    arch = Arch.from_config(spec.model_type, spec.model_config)
+    flops = step_flops(arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc)
+    comm, _, _ = comm_time(arch, layout(spec, "cpu"), 1, spec.grad_accum, LINK, LINK)
+    return overhead + flops / rate + comm
+
+
+def test_ring_fit_recovers_latency_and_bandwidth_of_both_collectives():
+    lat, bw = 2e-4, 1.5
+    comm = HostComm(lat, bw, "truth")
+    sizes = [4096.0, 65536.0, 1 << 20, 4 << 20]
+    ar = [[s, ring_time("all_reduce", s, 2, comm)] for s in sizes]
+    ag = [[s, ring_time("all_gather", s, 2, comm)] for s in sizes]
+    got_lat, got_bw = fit_ring(2, ar, ag)
+    assert got_lat == pytest.approx(lat, rel=1e-6) and got_bw == pytest.approx(bw, rel=1e-6)
+    # all-reduce: 2(N-1) steps and 2(N-1)/N of the buffer; all-gather: half of each on a ring of 2
+    assert ring_time("all_reduce", 1e6, 2, comm) == pytest.approx(2 * lat + 1e6 / 1.5e9)
+    assert ring_time("all_gather", 1e6, 4, comm) == pytest.approx(3 * lat + 0.75e6 / 1.5e9)
+
+
+def test_host_link_cache_is_read_by_key_and_expires_after_seven_days(tmp_path):
+    path = tmp_path / "gloo.json"
+    entry = {"latency_s": 1e-4, "bandwidth_gb_s": 2.0, "source": "measured: x", "measured_at": 1000.0}
+    path.write_text(json.dumps({comm_key(2): entry}))
+    hit = cached_comm(2, path, now=1000.0 + 60)
+    assert hit == HostComm(1e-4, 2.0, "measured: x")
+    assert cached_comm(4, path, now=1060.0) is None  # another world size: another entry
+    assert cached_comm(2, path, now=1000.0 + MAX_AGE_S + 1) is None
+    path.write_text("{not json")
+    assert cached_comm(2, path, now=1060.0) is None
+
+
+def test_calibration_separates_the_per_step_overhead_from_the_rate_and_fsdp_borrows_ddps_group():
+    overhead, rate = 0.04, 5e9
+    ddp = [make_spec(per_device_batch_size=b, ranks_per_node=2) for b in (2, 8)]
+    cal = fit_calibration([_record(s, _step(s, overhead, rate)) for s in ddp], comm=LINK)
+    grp = cal.groups[group_key("ddp", False, "fp32")]
+    assert grp.overhead_s == pytest.approx(overhead, rel=1e-6) and grp.efficiency == pytest.approx(rate / PEAK)
+    fsdp = make_spec(per_device_batch_size=4, ranks_per_node=2, fsdp="full_shard")
+    eff, over, source = cal.lookup(fsdp, "cpu")
+    assert (eff, over) == (grp.efficiency, grp.overhead_s)
+    assert "borrowed (no fsdp gc=false fp32 point)" in source and "2 ddp gc=false fp32 point(s)" in source
+    assert cal.lookup(fsdp, "cuda")[1] == 0.0  # a CPU host's overhead is not a GPU's
+    bf16 = make_spec(per_device_batch_size=4, ranks_per_node=2, precision="bf16")
+    assert "overall median" in cal.lookup(bf16, "cpu")[2]  # no bf16 group at all
+
+
+def test_a_calibrated_prediction_reproduces_a_point_it_was_fitted_on_and_adds_another_engines_collectives():
+    overhead, rate = 0.03, 4e9
+    ddp = [make_spec(per_device_batch_size=b, ranks_per_node=2) for b in (2, 8)]
+    cal = fit_calibration([_record(s, _step(s, overhead, rate)) for s in ddp], comm=LINK)
+    target = Target("local", "cpu", None, {}, {"intra_node_bandwidth_gb_s": 0.5})
+    p = predict(ddp[1], target, measured_peak_flops=PEAK, calibration=cal, with_max_batch=False)
+    # the cluster's bandwidth with NCCL's default latency, not the test link: only the bandwidth term agrees
+    assert p.step_time_s == pytest.approx(_step(ddp[1], overhead, rate), rel=0.05)
+    zero2 = make_spec(per_device_batch_size=8, ranks_per_node=2, zero=2)
+    z = predict(zero2, target, measured_peak_flops=PEAK, calibration=cal, with_max_batch=False)
+    assert z.comm_s > p.comm_s and z.step_time_s > p.step_time_s  # dozens of hidden² buckets against one
+
+
+def test_a_failed_probe_is_not_retried_by_every_point_for_an_hour(tmp_path):
+    from sweeper.job.gloo_probe import RETRY_AFTER_S, host_comm
+
+    path = tmp_path / "gloo.json"
+    path.write_text(json.dumps({f"{comm_key(2)}|failed": {"at": 5000.0, "error": "gloo probe failed: test"}}))
+    assert host_comm(2, path=path, now=5000.0 + RETRY_AFTER_S - 1) is None  # returns at once, nothing measured
+    assert json.loads(path.read_text())[f"{comm_key(2)}|failed"]["at"] == 5000.0
