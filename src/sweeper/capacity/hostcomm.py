@@ -71,7 +71,9 @@ def comm_cache_file() -> Path:
     return cache_dir() / FILE
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The host's CPU model name (``/proc/cpuinfo``'s ``model name``, else :func:`platform.processor`): part of the
+    cache keys of the host's measurements (gloo here, the matmul peak in :mod:`sweeper.job.cpu_peak`)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -89,7 +91,7 @@ def comm_key(world: int) -> str:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = "none"
-    return "|".join((os.uname().nodename, _cpu_model(), f"{cpus} cpus", f"torch {torch_version}", f"{world} ranks"))
+    return "|".join((os.uname().nodename, cpu_model(), f"{cpus} cpus", f"torch {torch_version}", f"{world} ranks"))
 
 
 def cached_comm(world: int, path: Path | None = None, now: float | None = None) -> HostComm | None:

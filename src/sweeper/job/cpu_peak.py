@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.capacity.hostcomm import CACHE_ENV, cache_dir
+from sweeper.capacity.hostcomm import CACHE_ENV, cache_dir, cpu_model
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.mfu import Peak
 
@@ -39,23 +38,13 @@ def cache_file() -> Path:
     return cache_dir() / FILE
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def host_key(dtype: str, threads: int) -> str:
     """The cache key of a peak measured in ``dtype`` with ``threads`` intra-op threads on this host and torch."""
     import torch
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return "|".join(
-        (os.uname().nodename, _cpu_model(), f"{cpus} cpus", f"torch {torch.__version__}", f"{threads} threads", dtype)
+        (os.uname().nodename, cpu_model(), f"{cpus} cpus", f"torch {torch.__version__}", f"{threads} threads", dtype)
     )
 
 
