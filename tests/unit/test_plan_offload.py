@@ -218,3 +218,13 @@ def test_the_plan_table_shows_the_host_columns_only_when_a_row_offloads(tmp_path
     table = main_table(plan_frame([(offloaded, a100), (plain, a100)]))
     assert list(table["host fits"]) == ["yes", "yes"] and list(table["host GiB/node"]) == ["125.51", "0.00"]
     assert "host fits" not in main_table(plan_frame([(plain, a100)])).columns
+
+
+def test_an_offloaded_point_has_no_throughput_and_says_why_the_same_point_on_device_has_one():
+    ds = {"zero_optimization": {"offload_optimizer": {"device": "cpu"}}}
+    offloaded, _ = _7b(zero=3, gc=True, ranks_per_node=8, deepspeed_config=ds)
+    plain, _ = _7b(zero=3, gc=True, ranks_per_node=8)
+    pred = predict(offloaded, A100_TARGET)
+    assert pred.tokens_per_s_per_device is None and pred.train_days is None and pred.fits is True
+    assert "not in the time model, so throughput and days are unknown" in pred.note
+    assert predict(plain, A100_TARGET).tokens_per_s_per_device > 0

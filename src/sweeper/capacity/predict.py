@@ -25,6 +25,8 @@ from sweeper.units import GIB
 
 #: A stand-in optimizer without state: the parameter and gradient bytes of a point whose optimizer is unknown.
 NO_STATE = OptimizerModel("unknown", "sgd", 0, None, 0, "no state counted")
+#: Where an offloaded state lives (:mod:`sweeper.capacity.offload`): the time model does not cover either.
+OFFLOADED = frozenset({"cpu", "nvme"})
 #: The largest micro-batch :func:`max_batch_size` considers (samples).
 MAX_BATCH = 1 << 16
 
@@ -237,7 +239,15 @@ def predict(
     cal = calibration if calibration is not None else _calibration(settings.calibrate)
     peak, source = _peak(spec, target, measured_peak_flops, peak_source, cal)
     out["peak_source"] = source
-    if peak:
+    offloaded = (
+        device == "cuda" and mem is not None and OFFLOADED & {mem.states.params_offload, mem.states.optimizer_offload}
+    )
+    if peak and offloaded:
+        # the host<->device copies and the optimizer step on the host CPU (DeepSpeedCPUAdam, FSDP's CPU step) are
+        # not in the time model: a number here would be the un-offloaded point's, too fast by an unknown factor
+        notes.append("offload: the host-device copies and the host CPU's optimizer step are not in the time model, so "
+                     "throughput and days are unknown")  # fmt: skip
+    elif peak:
         intra, inter, overlap = _links(spec, target, device, settings.comm_overlap)
         efficiency, overhead, out["efficiency_source"] = (
             cal.lookup(spec, device) if cal is not None else (settings.efficiency, 0.0, "plan.efficiency")
