@@ -64,6 +64,7 @@ def test_array_tasks_cancelled_while_pending_are_listed_one_by_one():
     assert expand_array_tasks("287_[0-1%1]") == ["287_0", "287_1"]
     assert expand_array_tasks("287_3") is None and expand_array_tasks("288") is None
     assert expand_array_tasks("287_[x-1]") is None
+    assert parse_sacct("300|FAILED|0:125|30|10||4G\n")["300"]["req_mem"] == "4G"  # the ReqMem column
 
 
 def test_sacct_lines_are_parsed_into_states_seconds_and_the_current_run_of_a_requeued_job():
@@ -75,6 +76,7 @@ def test_sacct_lines_are_parsed_into_states_seconds_and_the_current_run_of_a_req
         "elapsed_s": 35,
         "time_limit_s": 120,
         "reason": "",
+        "req_mem": None,  # no ReqMem column in these lines
     }
     assert info["101_1"]["state"] == "TIMEOUT" and info["101_1"]["time_limit_s"] == 120
     assert info["102"]["state"] == "RUNNING" and info["102"]["elapsed_s"] == 12  # -D: the last run wins

@@ -71,3 +71,25 @@ def test_scheduler_states_become_statuses_with_the_job_facts(state, code, log, s
     assert "41_3" in r.reason
     if status == "host_oom" and log:
         assert r.failure["host_rss_bytes"] == 328110080 and r.failure["host_mem_limit_bytes"] == 314572800
+
+
+@pytest.mark.parametrize(
+    ("log", "events", "step"),
+    [
+        (
+            "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM "
+            "Killed.\nsrun: error: vm: task 1: Out Of Memory",
+            1,
+            "1234.0",
+        ),
+        ("slurmstepd: error: Detected 2 oom-kill event(s) in StepId=88.batch cgroup.", 2, "88.batch"),
+        ("slurmstepd: error: 3 oom-kill event(s) in step 77.0 cgroup. Some of your processes may have been", 3, "77.0"),
+    ],
+)
+def test_a_cgroup_oom_kill_is_host_oom_not_a_crash(log, events, step):
+    """docs/cases.md#u21: with cgroups, slurmstepd reports the kernel's OOM kill; sacct says FAILED."""
+    entry = {"job_id": "12_0", "overrides": [], "spec": {}, "replay": "python -m sweeper"}
+    job = {"state": "FAILED", "exit_code": "0:125", "elapsed_s": 30, "time_limit_s": 600, "req_mem": "4G"}
+    r = record_from_scheduler(entry, job, log, "sweep1", "p1")
+    assert r.status == "host_oom" and r.failure["oom_kill_events"] == events
+    assert f"step {step}" in r.reason and "raise cluster.mem" in r.reason and "4G requested" in r.reason

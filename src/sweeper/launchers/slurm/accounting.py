@@ -61,17 +61,18 @@ def sacct(job_ids: list[str]) -> dict[str, dict[str, Any]]:
 
 
 #: The ``sacct -o`` fields :func:`parse_sacct` reads, in order.
-SACCT_FIELDS = "JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason"
+SACCT_FIELDS = "JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason,ReqMem"
 
 
 def parse_sacct(text: str) -> dict[str, dict[str, Any]]:
-    """Parse ``sacct -X -n -P -D -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason`` output.
+    """Parse ``sacct -X -n -P -D -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason[,ReqMem]`` output.
 
     With ``-D`` a requeued job has one line per run; the last line wins (the current run). ``ElapsedRaw`` is
     seconds, ``TimelimitRaw`` minutes (converted to seconds); ``Partition_Limit`` or empty gives None.
 
     Returns:
-        ``{job_id: {"state", "exit_code", "elapsed_s", "time_limit_s", "reason"}}``.
+        ``{job_id: {"state", "exit_code", "elapsed_s", "time_limit_s", "reason", "req_mem"}}`` (``req_mem``: the
+        memory the job requested as sacct spells it, ``4G``; None without the column).
     """
     info: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
@@ -85,6 +86,7 @@ def parse_sacct(text: str) -> dict[str, dict[str, Any]]:
             "elapsed_s": int(elapsed) if elapsed.isdigit() else None,
             "time_limit_s": int(limit) * 60 if limit.isdigit() else None,
             "reason": reason,
+            "req_mem": (parts[6] or None) if len(parts) > 6 else None,
         }
         tasks = expand_array_tasks(jid)
         if tasks is None:
@@ -184,7 +186,8 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
     """The record of a point whose job the scheduler ended without the job writing one.
 
     Mapping: TIMEOUT -> ``timeout``; OUT_OF_MEMORY, or FAILED with slurmstepd's ``exceeded memory limit (<rss> >
-    <limit>)`` in the job's log (no cgroups: the job line shows FAILED with exit 9:0 or 0:9) -> ``host_oom``;
+    <limit>)`` in the job's log (no cgroups: the job line shows FAILED with exit 9:0 or 0:9) or its cgroup message
+    ``Detected <n> oom_kill event in StepId=<id>`` / ``<n> oom-kill event(s) in step <id> cgroup`` -> ``host_oom``;
     CANCELLED -> ``cancelled``; PREEMPTED -> ``preempted``; NODE_FAIL -> ``error`` of kind ``scheduler`` whose
     reason names the failed node(s) (``job["failed_nodes"]`` from :func:`node_failure`, else the job's node list
     ``job["nodes"]``); anything else (FAILED, BOOT_FAIL, COMPLETED without a result) -> ``error`` of kind
@@ -203,15 +206,29 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
     times = f"ran {job.get('elapsed_s')} s of {job.get('time_limit_s')} s requested"
     kind = None
     mem = re.search(r"exceeded memory limit \((\d+) > (\d+)\)", log)
+    # with cgroups, slurmstepd says the kernel's OOM killer ended the step: "Detected 1 oom_kill event in
+    # StepId=1234.0" (SLURM 22+), "... oom-kill event(s) in step 1234.0 cgroup" (older)
+    cgroup_oom = re.search(
+        r"Detected (\d+) oom[-_]kill events?(?:\(s\))? in StepId=([\w.]+?)\.?(?=\s|$)"
+        r"|(\d+) oom[-_]kill events?(?:\(s\))? in step ([\w.]+)",
+        log,
+    )
     if state == "TIMEOUT":
         status, reason = "timeout", f"SLURM time limit reached (job {entry['job_id']}, {times}); raise time_limit_min"
-    elif state == "OUT_OF_MEMORY" or (state in ("FAILED", "CANCELLED") and mem):
+    elif state == "OUT_OF_MEMORY" or (state in ("FAILED", "CANCELLED") and (mem or cgroup_oom)):
         status = "host_oom"
         if mem:
             sched["host_rss_bytes"], sched["host_mem_limit_bytes"] = int(mem.group(1)), int(mem.group(2))
+        how = ""
+        if cgroup_oom:
+            events, step = (cgroup_oom.group(1), cgroup_oom.group(2)) if cgroup_oom.group(1) else cgroup_oom.group(3, 4)
+            sched["oom_kill_events"] = int(events)
+            how = f", the kernel's OOM killer ended {events} process(es) of step {step} in the job's memory cgroup"
         reason = (
             f"killed by SLURM for exceeding its host memory request (job {entry['job_id']}, state {state} {code}"
             + (f", {int(mem.group(1)) / MIB:.0f} MiB used > {int(mem.group(2)) / MIB:.0f} MiB requested" if mem else "")
+            + how
+            + (f", {job['req_mem']} requested" if job.get("req_mem") and not mem else "")
             + "); raise cluster.mem"
         )
     elif state == "CANCELLED":
