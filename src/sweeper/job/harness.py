@@ -209,8 +209,28 @@ def run_rank(point_dir: Path) -> int:
         fields["device_name"] = torch.cuda.get_device_name()
     fields["artifacts"] = profiler.artifacts
     if rank == 0 and me.ok:
-        fields["peak"] = _peak(spec, use_cuda, fields.get("device_name", ""))
+        try:
+            fields["peak"] = _peak(spec, use_cuda, fields.get("device_name", ""))
+        except Exception as e:  # noqa: BLE001 - the point trained: a fault in the MFU peak never loses it
+            fields["peak"] = {"flops": None, "source": f"no peak: {type(e).__name__}: {e}"[:300]}
     return me.write(out, fields)
+
+
+def tf32_matmuls() -> bool:
+    """Whether fp32 CUDA matmuls run as TF32 now, read through torch's ``fp32_precision`` API (``tf32``, ``ieee``,
+    or ``none`` = the global ``torch.backends.fp32_precision``). The legacy ``torch.backends.cuda.matmul.allow_tf32``
+    raises once the new API was used (transformers' ``tf32=True`` and ``torch_compile`` use it; docs/cases.md#u22), so
+    it is read only where the new API does not exist."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul
+    try:
+        precision = matmul.fp32_precision
+    except AttributeError:
+        return bool(matmul.allow_tf32)
+    if precision == "none":
+        precision = getattr(torch.backends, "fp32_precision", "none")
+    return precision == "tf32"
 
 
 def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> RankPeak:
@@ -219,10 +239,9 @@ def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> RankPeak:
     from sweeper.results.mfu import gpu_peak
 
     if use_cuda:
-        import torch
 
         dtype = spec.precision
-        if dtype == "fp32" and torch.backends.cuda.matmul.allow_tf32:
+        if dtype == "fp32" and tf32_matmuls():
             dtype = "tf32"
         p = gpu_peak(device_name, dtype)
     else:
