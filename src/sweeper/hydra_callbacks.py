@@ -100,12 +100,13 @@ class ReportCallback(Callback):
 
         spec = from_config(config)
         launcher = config.launcher.name if "launcher" in config else "local"
-        if launcher != "local":
-            refuse_single_cluster_point(launcher)
-        preflight.warm_up()  # the libraries load while the gate runs
         target = target_for(spec, launcher, plain_node(config.cluster))
+        if launcher == "local":
+            preflight.warm_up()  # the libraries load while the gate runs
         try:
             check(spec, target)
+            if launcher != "local":  # after the gate: a refusal naming the point's own keys comes first
+                refuse_single_cluster_point(launcher)
             refused = preflight.refusal(spec, target)
             if refused is not None:
                 raise refused
