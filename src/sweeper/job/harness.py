@@ -239,7 +239,6 @@ def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> RankPeak:
     from sweeper.results.mfu import gpu_peak
 
     if use_cuda:
-
         dtype = spec.precision
         if dtype == "fp32" and tf32_matmuls():
             dtype = "tf32"

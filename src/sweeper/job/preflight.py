@@ -6,8 +6,8 @@ The driver never imports torch or transformers; it keeps one of these workers pe
 themselves, as the ranks would meet them:
 
 1. ``seed``: transformers' ``set_seed`` (what the Trainer calls; numpy refuses a seed outside ``0 .. 2**32 - 1``);
-2. ``callbacks[i]``: the ``_target_`` imported (a missing module and a missing class are told apart), a
-   ``TrainerCallback`` subclass, its arguments bound to its signature;
+2. ``callbacks[i]``: the ``_target_`` imported (a missing module and a missing class are told apart), callable
+   (duck-typed: no ``TrainerCallback`` subclass required), its arguments bound to its signature;
 3. ``model.config``: ``AutoConfig.for_model`` (the config's own validation), the model built on the meta device and
    one forward on the meta device (shapes checked, nothing computed: ``num_key_value_heads`` that does not divide
    the heads fails here);

@@ -73,15 +73,14 @@ def check_seed(spec: Any) -> None:
 
 
 def check_callbacks(spec: Any) -> None:
-    """Each ``callbacks[i]``: its ``_target_`` imported (a missing module and a missing class told apart), a
-    ``TrainerCallback`` subclass, its arguments bound to the class's signature.
+    """Each ``callbacks[i]``: its ``_target_`` imported (a missing module and a missing class told apart), callable,
+    its arguments bound to its signature. A ``TrainerCallback`` subclass is not required: transformers' callback
+    handler calls the hooks by name (duck typing).
 
     Raises:
         Refused: naming ``callbacks[i]``.
     """
     import importlib
-
-    from transformers import TrainerCallback
 
     for i, cb in enumerate(spec.callbacks):
         key = f"callbacks[{i}]"
@@ -108,8 +107,8 @@ def check_callbacks(spec: Any) -> None:
                 "misspelt name, not a missing package)",
                 "callbacks",
             )
-        if not (isinstance(cls, type) and issubclass(cls, TrainerCallback)):
-            raise Refused((key,), f"{key}: _target_={target} is not a transformers TrainerCallback class", "callbacks")
+        if not callable(cls):
+            raise Refused((key,), f"{key}: _target_={target} is not a class or a callable", "callbacks")
         kwargs = {k: v for k, v in cb.items() if not k.startswith("_")}
         try:
             inspect.signature(cls).bind(**kwargs)
