@@ -244,11 +244,11 @@ def test_the_calibration_line_gives_the_efficiency_its_spread_and_peak_source_an
     line = calibration_line(Calibration(0.3712, 2, 0.31, 0.42, "datasheet"), df)
     assert line == (
         "plan.efficiency=0.37 calibrated on 2 ok points (p10-p90 0.31-0.42; peak: datasheet); "
-        "reuse: python -m sweeper.plan model=tiny plan.efficiency=0.37"
+        "reuse: python -m sweeper.plan cluster=<name> model=tiny plan.efficiency=0.37"
     )
     one = calibration_line(Calibration(0.0043, 1, float("nan"), 0.0043, ""), df)
     assert (
         one
-        == "plan.efficiency=0.0043 calibrated on 1 ok point; reuse: python -m sweeper.plan model=tiny plan.efficiency=0.0043"
+        == "plan.efficiency=0.0043 calibrated on 1 ok point; reuse: python -m sweeper.plan cluster=<name> model=tiny plan.efficiency=0.0043"
     )
     assert calibration_line(None, df) is None

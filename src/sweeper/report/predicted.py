@@ -114,9 +114,10 @@ def efficiency_value(x: float) -> str:
 
 
 def reuse_command(df: pd.DataFrame, efficiency: float) -> str:
-    """``python -m sweeper.plan [model=M] [seq_len=S] plan.efficiency=E``: the model and sequence length when the
-    whole sweep has one value of each (add ``cluster=<name>``)."""
-    parts = ["python -m sweeper.plan"]
+    """``python -m sweeper.plan cluster=<name> [model=M] [seq_len=S] plan.efficiency=E``: the model and sequence
+    length when the whole sweep has one value of each; ``cluster=<name>`` is the placeholder the reader fills in
+    (the planner requires it: the cluster to plan for is not the one measured on)."""
+    parts = ["python -m sweeper.plan", "cluster=<name>"]
     for key in ("model", "seq_len"):
         values = {str(v) for v in df.get(key, pd.Series(dtype=object)) if not missing(v)}
         if len(values) == 1:
