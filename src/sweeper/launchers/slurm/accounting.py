@@ -117,6 +117,10 @@ def expand_array_tasks(job_id: str) -> list[str] | None:
     return tasks
 
 
+#: Seconds after a NODE_FAIL job ended during which :func:`reconcile` waits for the failed node's event to reach
+#: accounting (slurmdbd records it asynchronously; seen missing 15 s after the job ended) before it records the
+#: point naming only the job's node list.
+NODE_EVENT_GRACE_S = 60.0
 #: The ``sacctmgr show event`` fields :func:`node_failure` reads, in order.
 EVENT_FORMAT = "format=NodeName,TimeStart,State,Reason"
 
@@ -129,8 +133,9 @@ def node_failure(job_id: str, slack_s: float = 120.0, timeout_s: float = 30.0) -
     responding``) that began between the job's start and ``slack_s`` seconds after its end.
 
     Returns:
-        ``{"nodes": <the job's node list>, "failed_nodes": [{"node", "state", "reason", "time"}]}``; empty values
-        when accounting cannot say (the record then names the job's node list only).
+        ``{"nodes": <the job's node list>, "failed_nodes": [{"node", "state", "reason", "time"}], "ended_s_ago":
+        seconds since the job ended}``; empty values when accounting cannot say (the record then names the job's
+        node list only).
     """
     from datetime import datetime, timedelta
 
@@ -148,7 +153,9 @@ def node_failure(job_id: str, slack_s: float = 120.0, timeout_s: float = 30.0) -
         nodes, start, end = lines[-1][:3]
         found["nodes"] = nodes
         t0 = datetime.fromisoformat(start)
-        t1 = (datetime.fromisoformat(end) if end[:1].isdigit() else datetime.now()) + timedelta(seconds=slack_s)
+        ended = datetime.fromisoformat(end) if end[:1].isdigit() else datetime.now()
+        found["ended_s_ago"] = (datetime.now() - ended).total_seconds()
+        t1 = ended + timedelta(seconds=slack_s)
         events = subprocess.run(
             ["sacctmgr", "-n", "-P", "show", "event", f"Nodes={nodes}", f"Start={start}", EVENT_FORMAT],
             capture_output=True,
@@ -323,6 +330,10 @@ def reconcile(sweep: SweepDir) -> dict[str, str]:
             continue
         if job["state"] == "NODE_FAIL":  # name the node that failed
             job = {**job, **node_failure(entry["job_id"])}
+            if not job.get("failed_nodes") and job.get("ended_s_ago", NODE_EVENT_GRACE_S) < NODE_EVENT_GRACE_S:
+                # slurmctld sends the node's event to accounting (slurmdbd) on its own time: ask again next pass
+                statuses[pid] = "pending"
+                continue
         record = record_from_scheduler(entry, job, _job_log(sweep, entry["job_id"]), sweep.sweep_id, pid)
         sweep.write_record(record)
         statuses[pid] = record.status
