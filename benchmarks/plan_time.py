@@ -41,24 +41,11 @@ STEPS = ["warmup_steps=2", "timed_steps=8", "memory_steps=1", "profile_steps=0",
 
 
 def kendall_tau(xs: list[float], ys: list[float]) -> float:
-    """Kendall's tau-b of two equally long sequences (ties counted as in scipy.stats.kendalltau)."""
-    n = len(xs)
-    concordant = discordant = ties_x = ties_y = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                ties_x += 1
-            elif dy == 0:
-                ties_y += 1
-            elif (dx > 0) == (dy > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    denom = ((concordant + discordant + ties_x) * (concordant + discordant + ties_y)) ** 0.5
-    return (concordant - discordant) / denom if denom else float("nan")
+    """Kendall's tau-b (:func:`plan_peers_cases.kendall_tau`, the benchmarks' one copy), NaN where it is undefined."""
+    from plan_peers_cases import kendall_tau as tau_b
+
+    tau = tau_b(xs, ys)
+    return float("nan") if tau is None else tau
 
 
 def _sweep(out: Path, cache: Path) -> Path:
