@@ -86,17 +86,8 @@ def gate(specs: list) -> float:
     return time.perf_counter() - t
 
 
-def fresh() -> None:
-    """Forget the process's worker and answers: the next call starts a new worker."""
-    if preflight._worker is not None:
-        preflight._worker.close()
-    preflight._worker = None
-    preflight._answers.clear()
-    preflight._broken.clear()
-
-
 def cold(specs: list) -> tuple[float, float, int]:
-    fresh()
+    preflight.reset()
     t = time.perf_counter()
     preflight.warm_up()
     refused = int(preflight.refusal(specs[0], CPU) is not None)
@@ -106,7 +97,7 @@ def cold(specs: list) -> tuple[float, float, int]:
 
 
 def warm(specs: list) -> float:
-    fresh()
+    preflight.reset()
     preflight.refusal(make_spec(model=TINY, seed=123456), CPU)
     t = time.perf_counter()
     for s in specs:
@@ -132,7 +123,7 @@ def main() -> int:
         )
         for i, (g, c, first, _, w) in enumerate(rows):
             print(f"       repeat {i}: gate {g:.2f} s, cold {c:.2f} s (first {first:.2f} s), warm {w:.2f} s")
-    fresh()
+    preflight.reset()
     return 0
 
 

@@ -94,3 +94,13 @@ def test_a_refused_single_point_exits_2_before_any_rank_and_a_grid_records_it_as
     assert bad.failure["keys"] == ["training_args.dataloader_num_workers"]
     assert not list((grid.sweep_dir / "points" / bad.point_id).glob("rank*.json"))
     assert good.status == "ok"
+
+
+def test_reset_stops_the_worker_and_the_next_question_starts_a_fresh_one():
+    first = preflight.refusal(spec(seed=-1), CPU)
+    assert first is not None and preflight._worker is not None
+    old = preflight._worker.proc
+    preflight.reset()
+    assert old.poll() is not None and preflight._worker is None  # stopped, not left behind
+    again = preflight.refusal(spec(seed=-1), CPU)
+    assert again is not None and str(again) == str(first) and preflight._worker.proc is not old

@@ -129,3 +129,14 @@ def refusal(spec: PointSpec, target: Target) -> InvalidPoint | None:
         return None
     rule = RULE_NO_EFFECT if found.get("check") == "fsdp_effect" else RULE_LIBRARY
     return InvalidPoint(str(found["message"]), tuple(found["keys"]), status="invalid", kind="config", rule=rule)
+
+
+def reset() -> None:
+    """Stop this process's worker and forget its answers: the next :func:`refusal` starts a fresh worker (a benchmark
+    timing the worker's start, a test that changes what the libraries see)."""
+    global _worker
+    if _worker is not None:
+        _worker.close()
+    _worker = None
+    _answers.clear()
+    _broken.clear()
