@@ -34,21 +34,25 @@ class Refused(Exception):
         self.keys, self.message, self.check = keys, message, check
 
 
+#: The spec sections a refusal's keys name, by their dotted prefix (as on the command line).
+_SECTIONS = {
+    "model.config": "model_config",
+    "training_args": "training_args",
+    "fsdp_config": "fsdp_config",
+    "deepspeed_config": "deepspeed_config",
+}
+
+
 def _label(spec: Any, keys: tuple[str, ...]) -> str:
     """``model.config.num_key_value_heads=3``: each key with the point's value (a key without one as it is)."""
-    sections = {"model.config": "model_config", "training_args": "training_args", "fsdp_config": "fsdp_config"}
-    sections["deepspeed_config"] = "deepspeed_config"
-    out = []
-    for key in keys:
-        head = next((h for h in sections if key.startswith(f"{h}.")), None)
-        if head is None:
-            out.append(key)
-            continue
-        node: Any = getattr(spec, sections[head])
-        for part in key[len(head) + 1 :].split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        out.append(f"{key}={node!r}" if node is not None else key)
-    return ", ".join(out)
+    from sweeper.config.spec import dotted_leaves
+
+    values = {
+        f"{prefix}.{path}": value
+        for prefix, section in _SECTIONS.items()
+        for path, value in dotted_leaves(dict(getattr(spec, section))).items()
+    }
+    return ", ".join(f"{k}={values[k]!r}" if k in values else k for k in keys)
 
 
 def error_text(e: BaseException) -> str:

@@ -17,7 +17,13 @@ POSITIVE_OR_NULL: dict[str, str] = {
     "inter_node_bandwidth_gb_s": "GB/s (10**9 bytes/s) per device across nodes",
 }
 #: ``cluster.<key>`` that must be at least a bound, with the bound.
-AT_LEAST: dict[str, int] = {"gpus_per_node": 0, "cpus_per_task": 1, "array_parallelism": 1, "signal_delay_s": 0}
+AT_LEAST: dict[str, int] = {
+    "gpus_per_node": 0,
+    "cpus_per_task": 1,
+    "array_parallelism": 1,
+    "signal_delay_s": 0,
+    "max_requeues": 0,
+}
 
 
 def _number(value: object) -> float | None:
@@ -59,7 +65,7 @@ def _cluster_numbers(_: PointSpec, target: Target):
             f"cluster.price_per_gpu_hour={price!r} must be a price of at least 0 per GPU-hour, or null (unknown)",
             ("cluster.price_per_gpu_hour",),
         )
-    for key, least in (*AT_LEAST.items(), ("max_requeues", 0)):
+    for key, least in AT_LEAST.items():
         value = getattr(c, key)
         if _number(value) is None or float(value) < least:
             return f"cluster.{key}={value!r} must be at least {least}", (f"cluster.{key}",)
