@@ -178,10 +178,14 @@ def config_leaves(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
     return out
 
 
-def axis_columns(points: Sequence[tuple[PointSpec, ClusterConfig]]) -> list[str]:
+def axis_columns(
+    points: Sequence[tuple[PointSpec, ClusterConfig]], leaves: Sequence[Mapping[str, Any]] | None = None
+) -> list[str]:
     """The keys outside :data:`COLUMNS` whose value differs between ``points`` (see the module doc), in the order
-    the first point lists them: the columns that tell rows apart when the point keys do not."""
-    leaves = [config_leaves(spec, cluster) for spec, cluster in points]
+    the first point lists them: the columns that tell rows apart when the point keys do not. ``leaves``: each
+    point's :func:`config_leaves`, when the caller has them already."""
+    if leaves is None:
+        leaves = [config_leaves(spec, cluster) for spec, cluster in points]
     frame = pd.DataFrame([{k: _text(v) for k, v in row.items()} for row in leaves])
     if frame.empty:
         return []
@@ -206,21 +210,19 @@ def _predicted_columns(record: Mapping[str, Any]) -> dict[str, Any]:
     return {k if k in _UNPREFIXED else f"predicted_{k}": v for k, v in record.items()}
 
 
-def plan_row(spec: PointSpec, cluster: ClusterConfig, axes: Sequence[str] = ()) -> dict[str, Any]:
+def plan_row(spec: PointSpec, cluster: ClusterConfig, axes: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The plan's row of one point (see the module doc). Never raises for a point: a refusal is a row, and so is a
     failure of the model itself (``status="error"``, the exception in ``reason``).
 
     ``per_device_batch_size=auto`` is planned at the largest batch predicted to fit (1 when none does), and gated
     at that batch: in a plan, ``auto`` is the model's answer, not the trial-and-error search a sweep runs.
-    ``axes``: the extra configuration columns the row carries (:func:`axis_columns`).
+    ``axes``: the extra configuration columns the row carries, with this point's values (:func:`axis_columns`).
     """
     from sweeper.capacity.predict import predict, resolve_auto_batch
 
     target = target_for(spec, "slurm", cluster)
     spec, auto = resolve_auto_batch(spec, target)
-    row = _spec_columns(spec, cluster)
-    leaves = config_leaves(spec, cluster)
-    row |= {k: leaves.get(k) for k in axes}
+    row = _spec_columns(spec, cluster) | dict(axes or {})
     try:
         check(replace(spec, prune=False), target)
     except InvalidPoint as e:
@@ -249,8 +251,12 @@ def plan_frame(points: Sequence[tuple[PointSpec, ClusterConfig]]) -> pd.DataFram
     nullable integers, ``fits`` and ``gc`` nullable booleans, GiB columns = bytes / 2**30."""
     from sweeper.capacity.predict import Prediction
 
-    axes = axis_columns(points)
-    rows = [plan_row(spec, cluster, axes) for spec, cluster in points]
+    leaves = [config_leaves(spec, cluster) for spec, cluster in points]
+    axes = axis_columns(points, leaves)
+    rows = [
+        plan_row(spec, cluster, {k: mine.get(k) for k in axes})
+        for (spec, cluster), mine in zip(points, leaves, strict=True)
+    ]
     seen = dict.fromkeys(_predicted_columns(Prediction().to_record()))
     for row in rows:
         seen.update(dict.fromkeys(row))
