@@ -42,7 +42,11 @@ def trivial_point(payload: dict) -> str:
     return "ok"
 
 
-def bench_submission(n: int, workdir: Path) -> tuple[float, float | None]:
+def bench_submission(n: int, workdir: Path, wandb: str | None = None) -> tuple[float, float | None]:
+    """One submission of ``seed=range(0,n)`` (``wandb=<mode>`` when given, else the default); the array is cancelled
+    after. Returns the command's wall time and the sbatch call's (s)."""
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}  # the product's own default decides
+    workdir = Path(tempfile.mkdtemp(dir=workdir))
     t0 = time.perf_counter()
     out = subprocess.run(
         [
@@ -54,18 +58,20 @@ def bench_submission(n: int, workdir: Path) -> tuple[float, float | None]:
             "launcher=slurm",
             "cluster=dev",
             "launcher.wait=false",
+            *([f"wandb={wandb}"] if wandb else []),
         ],
         cwd=workdir,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     wall = time.perf_counter() - t0
-    m = re.search(r"sbatch: array (\d+) with (\d+) task\(s\) in ([\d.]+) s", out)
-    if m:
-        subprocess.run(["scancel", m.group(1)], check=False)
-        assert int(m.group(2)) == n, out[-2000:]
-    return wall, float(m.group(3)) if m else None
+    arrays = re.findall(r"sbatch: array (\d+) with (\d+) task\(s\) in ([\d.]+) s", out)
+    for array, _, _ in arrays:
+        subprocess.run(["scancel", array], check=False)
+    assert sum(int(k) for _, k, _ in arrays) == n, out[-2000:]
+    return wall, sum(float(t) for _, _, t in arrays) if arrays else None
 
 
 def bench_results(n: int, workdir: Path) -> float:
@@ -144,10 +150,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=200)
     parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument(
+        "--submission-only",
+        action="store_true",
+        help="only the submission, with the default wandb=auto and with wandb=off, alternating (--repeats pairs)",
+    )
+    parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     if not os.environ.get("SLURM_CONF"):
         print('needs SLURM_CONF: eval "$(bash slurm/dev-cluster.sh start | tail -n 1)"', file=sys.stderr)
         return 2
+    if args.submission_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            walls: dict[str, list[float]] = {"auto": [], "off": []}
+            for _ in range(args.repeats):
+                for mode in ("auto", "off"):  # side by side, alternating
+                    walls[mode].append(bench_submission(args.points, Path(tmp), None if mode == "auto" else mode)[0])
+            for mode, w in walls.items():
+                print(f"submission of {args.points} points, wandb={mode}: " + ", ".join(f"{x:.1f} s" for x in w))
+            auto, off = sorted(walls["auto"])[len(walls["auto"]) // 2], sorted(walls["off"])[len(walls["off"]) // 2]
+            print(f"median auto / off: {auto / off:.2f} (goal: both < 5 s)")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         wall, sbatch_s = bench_submission(args.points, work)

@@ -29,10 +29,10 @@ from omegaconf import DictConfig
 
 from sweeper.config.compose import plain_node
 from sweeper.config.schema import register_configs
-from sweeper.hydra_callbacks import incomplete
 from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.atomic import write_error_text
+from sweeper.results.incomplete import incomplete
 from sweeper.results.sweepdir import SweepDir, register_resolver
 
 register_configs()

@@ -15,11 +15,9 @@ from omegaconf import DictConfig
 from sweeper.config.compose import plain_node
 from sweeper.redact import task_overrides
 from sweeper.results.atomic import unusable_folder, write_error_text
-from sweeper.results.sweepdir import SweepDir, open_sweep
-
-#: Why this process's sweep is incomplete (a point not recorded, the report not written: a full disk), one line
-#: each; non-empty makes ``python -m sweeper`` exit 3 (``docs/failures.md``).
-incomplete: list[str] = []
+from sweeper.results.incomplete import incomplete
+from sweeper.results.opening import open_sweep
+from sweeper.results.sweepdir import SweepDir
 
 
 def grid_size(config: DictConfig) -> int | None:

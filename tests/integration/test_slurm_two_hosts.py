@@ -191,7 +191,7 @@ def test_a_lost_host_ends_only_its_point_naming_the_node_and_a_resume_reruns_onl
     resumed = _sweep([*args, f"hydra.sweep.dir={sweep_dir}", "launcher.rerun_statuses=[error]"], tmp_path, dev2)
     assert resumed.proc.returncode == 0, resumed.output[-4000:]
     assert [ln.rsplit(None, 1)[-1] for ln in resumed.output.splitlines() if re.match(r"\[\d/2\]", ln)] == [
-        "submitted",
+        "submit",  # "to submit": the job id exists only after sbatch
         "ok",
     ]
     assert [r.status for r in SweepDir(sweep_dir).records()] == ["ok", "ok"]

@@ -17,8 +17,9 @@ import pytest
 from sweeper.report import build_report
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.collect import collect_records
+from sweeper.results.opening import open_sweep
 from sweeper.results.record import Record
-from sweeper.results.sweepdir import SweepDir, open_sweep
+from sweeper.results.sweepdir import SweepDir
 
 OLD = Path(__file__).parent / "golden" / "sweep_dir_v1"
 FINAL = {

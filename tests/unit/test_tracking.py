@@ -249,3 +249,19 @@ def test_the_printed_commands_survive_a_sweep_dir_with_spaces_and_quotes():
     sync = sync_command(d)
     assert sync == "wandb sync '/tmp/my sweeps/it'\"'\"'s/wandb'/offline-run-*"
     assert publish_commands(d) == [sync, "python -m sweeper.wandb_report '/tmp/my sweeps/it'\"'\"'s' --publish"]
+
+
+def test_pending_points_get_no_run_and_a_sweep_of_pending_points_starts_no_writer(tmp_path, monkeypatch):
+    """Issue 22: a submission of pending points (launcher.wait=false) writes no W&B run and waits for nothing;
+    each point gets its run when its record is final (the next sweeper.report)."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    d = make_sweep(tmp_path)
+    (d / "points" / "aaaa00000009").mkdir()  # launched, no result yet: pending
+    assert "aaaa00000009" not in {r.point_id for r in run_specs(d)}
+    assert len(run_specs(d)) == 4
+    only_pending = tmp_path / "pending-only"
+    (only_pending / "points" / "bbbb00000001").mkdir(parents=True)
+    (only_pending / "sweep.json").write_text(json.dumps({"sweep_id": "pend01", "mode": "multirun"}))
+    lines = log_runs(only_pending, WandbSettings("offline"))
+    assert lines == [f"W&B: no run yet (no point has finished); `python -m sweeper.report {only_pending}` writes them"]
+    assert not (only_pending / "wandb").exists()  # no writer was started

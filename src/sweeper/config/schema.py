@@ -81,6 +81,9 @@ class LauncherConfig:
     wait: bool = True
     # slurm: seconds between two looks at the queue while waiting
     poll_interval_s: float = 5.0
+    # slurm: stop waiting after this many minutes with points still pending (null: until every point is final; a
+    # job SLURM can never start, e.g. pending on PartitionTimeLimit, is final: recorded error/scheduler, cancelled)
+    wait_timeout_min: float | None = None
     # re-launch points whose final status is one of these when resuming a sweep directory (e.g. [error, oom])
     rerun_statuses: list[str] = field(default_factory=list)
 

@@ -8,6 +8,7 @@ killed; on SLURM: its job is queued or running). Its spec comes from ``submitted
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
@@ -28,6 +29,7 @@ def collect_records(sweep_dir: SweepDir | Path) -> list[Record]:
         submitted = sweep.submitted() if folders else {}
     except (OSError, ValueError):
         submitted = {}
+    queue = sweep.queue() if submitted else {}
     for name in folders:
         entry = submitted.get(name) or {}
         job = entry.get("job_id")
@@ -36,7 +38,7 @@ def collect_records(sweep_dir: SweepDir | Path) -> list[Record]:
                 sweep_id=sweep.sweep_id,
                 point_id=name,
                 status="pending",
-                reason=f"no result yet (SLURM job {job})" if job else "no result yet",
+                reason=pending_reason(job, queue.get(name)),
                 spec=entry.get("spec") or sweep.spec(name),
                 overrides=entry.get("overrides", []),
                 replay=entry.get("replay", ""),
@@ -44,3 +46,15 @@ def collect_records(sweep_dir: SweepDir | Path) -> list[Record]:
             )
         )
     return sorted(records, key=lambda r: r.point_id)
+
+
+def pending_reason(job_id: str | None, queued: dict[str, Any] | None) -> str:
+    """The reason of a point without a result: its SLURM job, and what the scheduler last said of it (state and
+    reason with what it means, ``queue.json``, with the time it was asked) when it was asked about that job."""
+    if not job_id:
+        return "no result yet"
+    if not queued or queued.get("job_id") != job_id:
+        return f"no result yet (SLURM job {job_id})"
+    state = str(queued.get("state") or "PENDING")
+    said = f"{state}, {queued.get('explained') or queued.get('reason') or 'no reason given yet'}"
+    return f"no result yet: SLURM job {job_id} is {said} (as of {queued.get('asked_at', '?')})"

@@ -31,14 +31,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sys
-import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from sweeper.config.spec import shell_command
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.record import FINAL_STATUSES, Record, RecordNotWritten, read_record
 
@@ -48,6 +45,9 @@ SWEEP_FILE = "sweep.json"
 #: The points submitted to SLURM: ``{point_id: {"job_id", "overrides", "spec", "replay", "submitted_at",
 #: "attempts"}}`` (:meth:`SweepDir.add_submitted`, read by :mod:`sweeper.launchers.slurm.accounting`).
 SUBMITTED_FILE = "submitted.json"
+#: What SLURM last said of each submitted point still waiting: ``{point_id: {"job_id", "state", "reason",
+#: "asked_at"}}`` (:meth:`SweepDir.set_queue`, written by :func:`sweeper.launchers.slurm.accounting.reconcile`).
+QUEUE_FILE = "queue.json"
 #: The folder of the point folders, ``points/<point_id>/``.
 POINTS_DIR = "points"
 #: A point's record (:class:`sweeper.results.record.Record`); an earlier one set aside is ``result.<n>.json``.
@@ -71,14 +71,15 @@ WANDB_REPORT_FILE = "wandb_report.json"
 #: submitit's folders, ``slurm/<job_id>/`` (:mod:`sweeper.launchers.slurm`).
 SLURM_DIR = "slurm"
 
-_ENV = "SWEEPER_SWEEP_ID"
+#: The environment variable that carries the sweep id to every process of one sweep.
+SWEEP_ID_ENV = "SWEEPER_SWEEP_ID"
 
 
 def new_sweep_id() -> str:
     """This process's sweep id: ``$SWEEPER_SWEEP_ID`` if set (children inherit it), else 6 random hex digits."""
-    if not os.environ.get(_ENV):
-        os.environ[_ENV] = secrets.token_hex(3)
-    return os.environ[_ENV]
+    if not os.environ.get(SWEEP_ID_ENV):
+        os.environ[SWEEP_ID_ENV] = secrets.token_hex(3)
+    return os.environ[SWEEP_ID_ENV]
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,11 @@ class SweepDir:
     def submitted_file(self) -> Path:
         """``<sweep_dir>/submitted.json``."""
         return self.path / SUBMITTED_FILE
+
+    @property
+    def queue_file(self) -> Path:
+        """``<sweep_dir>/queue.json``."""
+        return self.path / QUEUE_FILE
 
     @property
     def points_dir(self) -> Path:
@@ -242,6 +248,19 @@ class SweepDir:
             current[pid] = {**entry, "attempts": attempts}
         write_json_atomic(self.submitted_file, current)
 
+    def queue(self) -> dict[str, dict[str, Any]]:
+        """``queue.json``: what SLURM last said of each submitted point still waiting (``{point_id: {"job_id",
+        "state", "reason", "asked_at"}}``); ``{}`` when there is none or it cannot be read (it is only shown)."""
+        try:
+            return _json_object(self.queue_file) or {}
+        except (OSError, ValueError):
+            return {}
+
+    def set_queue(self, entries: dict[str, dict[str, Any]]) -> None:
+        """Replace ``queue.json`` with ``entries`` atomically (written only when it changes)."""
+        if entries != self.queue():
+            write_json_atomic(self.queue_file, entries)
+
     # -- points and records ----------------------------------------------------------------------------------------
 
     def final_status(self, point_id: str, rerun: set[str] | frozenset[str] = frozenset()) -> str | None:
@@ -307,6 +326,15 @@ class SweepDir:
         """
         return [read_record(p) for p in sorted(self.points_dir.glob(f"*/{RESULT_FILE}"))]
 
+    def has_final_record(self) -> bool:
+        """Whether any point has a final record (a ``result.json`` whose status is not ``pending``); stops at the
+        first one found, so a sweep of pending points is answered by listing its folders.
+
+        Raises:
+            ValueError: a ``result.json`` met on the way is not a valid record (the message names the file).
+        """
+        return any(read_record(p).status != "pending" for p in self.points_dir.glob(f"*/{RESULT_FILE}"))
+
     def pending_point_ids(self) -> list[str]:
         """The point folders that hold no ``result.json`` (yet): launched, not finished; [] without ``points/``.
         Hidden folders are skipped. Unsorted."""
@@ -353,46 +381,3 @@ def register_resolver() -> None:
 
     if not OmegaConf.has_resolver("sweeper_id"):
         OmegaConf.register_new_resolver("sweeper_id", lambda: new_sweep_id(), use_cache=True)
-
-
-def open_sweep(
-    sweep_dir: SweepDir | Path,
-    mode: str,
-    n_points: int | None,
-    overrides: list[str],
-    wandb: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Create ``sweep.json`` in a new sweep directory, or read it back when resuming an existing one (strictly: a
-    ``sweep.json`` that is not valid JSON raises, it is never replaced by a new sweep id).
-
-    Args:
-        wandb: the sweep's W&B settings (``mode``, ``project``, ``entity``; :mod:`sweeper.tracking`), stored as
-            ``wandb`` (a resume stores the settings it ran with).
-
-    Returns:
-        The sweep description: ``sweep_id``, ``created_at`` (ISO time), ``mode`` (``run``/``multirun``),
-        ``n_points``, ``command`` (argv), ``overrides``, ``resumed`` (how many times it was reopened), ``wandb``.
-    """
-    sweep = SweepDir.of(sweep_dir)
-    path = sweep.sweep_file
-    if path.exists():
-        info = json.loads(path.read_text())
-        info["resumed"] = info.get("resumed", 0) + 1
-        if n_points is not None:
-            info["n_points"] = max(n_points, info.get("n_points") or 0)
-        os.environ[_ENV] = info["sweep_id"]
-    else:
-        sweep.path.mkdir(parents=True, exist_ok=True)
-        info = {
-            "sweep_id": new_sweep_id(),
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "mode": mode,
-            "n_points": n_points,
-            "command": shell_command(sys.argv[1:]),
-            "overrides": overrides,
-            "resumed": 0,
-        }
-    if wandb is not None:
-        info["wandb"] = dict(wandb)
-    write_json_atomic(path, info)
-    return info

@@ -67,6 +67,16 @@ class RunsWriter:
         writer = cls(sweep, mode, [note] if note else [])
         if mode == "off":
             return writer
+        try:
+            finished = sweep.has_final_record()
+        except ValueError:
+            finished = True  # an unreadable record: the writer says which
+        if not finished:
+            # every point is pending (a SLURM submission with launcher.wait=false): no run to write yet
+            writer._lines.append(
+                f"W&B: no run yet (no point has finished); `python -m sweeper.report {sweep.path}` writes them"
+            )
+            return writer
         if n_points is None:
             try:
                 n_points = sum(1 for _ in sweep.points_dir.iterdir())

@@ -1,7 +1,9 @@
 """What each point's W&B run holds, as plain data built from the records on disk (no wandb import).
 
-One run per point, every status included (ok, oom, error, invalid, pruned, pending...), so W&B shows the whole
-grid:
+One run per point with a final record, every final status included (ok, oom, error, invalid, pruned...), so W&B
+shows the whole grid as it ends. A ``pending`` point (a SLURM job still queued or running) gets its run when its
+record is final (the next ``python -m sweeper.report``): a submission of 1,000 pending points writes no run and
+waits for nothing (issue 22).
 
 * id: ``<sweep id>-<point id>`` (characters W&B does not allow become ``_``; too long: a hash), so writing again
   after a resume or a SLURM collection updates the same run;
@@ -25,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweeper.results.collect import collect_records
 from sweeper.results.record import Record
 from sweeper.results.row import config_columns, records_to_frame
 from sweeper.results.sweepdir import SweepDir
@@ -123,13 +124,14 @@ def history_of(record: Record) -> list[dict[str, Any]]:
 
 
 def run_specs(sweep_dir: SweepDir | Path) -> list[RunSpec]:
-    """Every point's run, from the records of ``sweep_dir`` (point folders without a record are ``pending``).
+    """Every finished point's run, from the records of ``sweep_dir`` (``pending`` points, point folders without a
+    final record, have none yet).
 
     Raises:
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
     sweep = SweepDir.of(sweep_dir)
-    records = collect_records(sweep)
+    records = [r for r in sweep.records() if r.status != "pending"]
     if not records:
         return []
     sweep_id = sweep.sweep_id

@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from typing import Any
 
+from sweeper.launchers.slurm.queue import controller_knows, never_started, squeue, untraced_job
+from sweeper.launchers.slurm.site import never_starts, pending_text
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.units import MIB
@@ -33,6 +36,22 @@ FINAL_SLURM_STATES = frozenset(
         "TIMEOUT",
     }
 )
+
+
+#: The record of a job SLURM ended without the job writing one, by its final state: ``(status, error_kind)``.
+#: FAILED or CANCELLED with slurmstepd's memory message in the job's log is ``host_oom`` instead (see
+#: :func:`record_from_scheduler`). docs/slurm.md has this table (a test keeps the two equal).
+STATE_OUTCOMES: dict[str, tuple[str, str | None]] = {
+    "TIMEOUT": ("timeout", None),
+    "OUT_OF_MEMORY": ("host_oom", None),
+    "CANCELLED": ("cancelled", None),
+    "PREEMPTED": ("preempted", None),
+    "NODE_FAIL": ("error", "scheduler"),
+    "BOOT_FAIL": ("error", "scheduler"),
+    "DEADLINE": ("error", "scheduler"),
+    "FAILED": ("error", "crash"),
+    "COMPLETED": ("error", "crash"),
+}
 
 
 def sacct(job_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -197,8 +216,7 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
     ``Detected <n> oom_kill event in StepId=<id>`` / ``<n> oom-kill event(s) in step <id> cgroup`` -> ``host_oom``;
     CANCELLED -> ``cancelled``; PREEMPTED -> ``preempted``; NODE_FAIL -> ``error`` of kind ``scheduler`` whose
     reason names the failed node(s) (``job["failed_nodes"]`` from :func:`node_failure`, else the job's node list
-    ``job["nodes"]``); anything else (FAILED, BOOT_FAIL, COMPLETED without a result) -> ``error`` of kind
-    ``crash``/``scheduler``.
+    ``job["nodes"]``); the other states as :data:`STATE_OUTCOMES` says (a state not there: ``error``/``crash``).
     Every record carries the job id, state, exit code, requested and elapsed time.
     """
     state, code = job["state"], job["exit_code"]
@@ -261,7 +279,7 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
             "run it again with launcher.rerun_statuses=[error]"
         )
     else:
-        status, kind = "error", ("scheduler" if state in ("NODE_FAIL", "BOOT_FAIL") else "crash")
+        status, kind = STATE_OUTCOMES.get(state, ("error", "crash"))
         reason = f"job {entry['job_id']} ended {state} (exit {code}, {times}) without writing a result; see its log"
     return Record(
         sweep_id=sweep_id,
@@ -276,27 +294,6 @@ def record_from_scheduler(entry: dict[str, Any], job: dict[str, Any], log: str, 
         env={"slurm_job_id": entry["job_id"]},
         wall_time_s=job.get("elapsed_s"),
     )
-
-
-def controller_knows(job_id: str, timeout_s: float = 30.0) -> bool:
-    """Whether slurmctld still has the job (``scontrol show job``: queued, running, or ended less than ``MinJobAge``
-    ago, 300 s by default). True when it cannot be asked (no answer is no proof of absence)."""
-    try:
-        out = subprocess.run(
-            ["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=timeout_s
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return True
-    said = out.stderr + out.stdout  # "Invalid job id specified" (a plain id), "Job 88_1 not found" (an array task)
-    return not (out.returncode != 0 and ("Invalid job id" in said or "not found" in said))
-
-
-def untraced_job() -> dict[str, Any]:
-    """The scheduler's word on a submitted job that SLURM has no trace of: not known to slurmctld and no line in
-    accounting. A job-array task cancelled while still pending leaves exactly that (seen on slurm 22-24: ``scancel
-    88_1`` before it starts, then ``sacct -j 88`` lists only ``88_0``), so it is taken as ``CANCELLED``; the reason
-    says that SLURM kept no record."""
-    return {"state": "CANCELLED", "exit_code": None, "elapsed_s": None, "time_limit_s": None, "untraced": True}
 
 
 def reconcile(sweep: SweepDir) -> dict[str, str]:
@@ -317,12 +314,39 @@ def reconcile(sweep: SweepDir) -> dict[str, str]:
         else:
             open_points[pid] = entry
     jobs = sacct([e["job_id"] for e in open_points.values()]) if open_points else {}
+    waiting = [
+        e["job_id"]
+        for pid, e in open_points.items()
+        if (jobs.get(e["job_id"]) or {}).get("state") not in FINAL_SLURM_STATES
+    ]
+    live = squeue(waiting)
+    queue: dict[str, dict[str, Any]] = {}
     for pid, entry in open_points.items():
         job = jobs.get(entry["job_id"])
-        if job is None and not controller_knows(entry["job_id"]):
+        seen = live.get(entry["job_id"])
+        if job is None and seen is None and not controller_knows(entry["job_id"]):
             job = untraced_job()  # neither queued nor in accounting: a job-array task cancelled before it started
+        if (
+            (job is None or job["state"] not in FINAL_SLURM_STATES)
+            and seen
+            and seen["state"] == "PENDING"
+            and (never_starts(seen["reason"]))
+        ):
+            record = never_started(entry, seen, sweep.sweep_id, pid)
+            if sweep.final_status(pid) is None:
+                sweep.write_record(record)
+            statuses[pid] = sweep.final_status(pid) or record.status
+            continue
         if job is None or job["state"] not in FINAL_SLURM_STATES:
             statuses[pid] = "pending"
+            known = job or {}
+            now: dict[str, Any] = seen or {"state": known.get("state", "PENDING"), "reason": known.get("reason")}
+            queue[pid] = {
+                "job_id": entry["job_id"],
+                **now,
+                "explained": pending_text(now["reason"]) if now["state"] == "PENDING" else None,
+                "asked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
             continue
         status = sweep.final_status(pid)
         if status is not None:
@@ -337,4 +361,5 @@ def reconcile(sweep: SweepDir) -> dict[str, str]:
         record = record_from_scheduler(entry, job, _job_log(sweep, entry["job_id"]), sweep.sweep_id, pid)
         sweep.write_record(record)
         statuses[pid] = record.status
+    sweep.set_queue(queue)
     return statuses

@@ -30,9 +30,11 @@ from sweeper.config.compose import plain_node
 from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import reconcile, sacct
+from sweeper.launchers.slurm.site import Site, array_chunk, never_runs, read_site, sbatch_fix, sbatch_message
 from sweeper.point.gate import InvalidPoint
 from sweeper.point.identity import point_id
-from sweeper.point.lifecycle import begin, target_for
+from sweeper.point.lifecycle import Prepared, begin, refusal_record, target_for, write
+from sweeper.results.incomplete import incomplete
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 
@@ -125,6 +127,8 @@ class SlurmLauncher(Launcher):
         returns: list[JobReturn] = []
         waiting: list[str] = []
         seen: set[str] = set()
+        site: Site | None = None
+        site_note: str | None = None
         configs = compose_points(self.hydra_context.config_loader, self.config, job_overrides)
         for idx, (overrides, cfg) in enumerate(zip(job_overrides, configs, strict=True)):
             ov = list(filter_overrides(overrides))
@@ -142,18 +146,38 @@ class SlurmLauncher(Launcher):
                         waiting.append(pid)
                 else:
                     params = executor_parameters(cluster, spec, len(job_overrides))
-                    payload = {**outcome.to_payload(), "time_limit_s": params["time"] * 60}
-                    groups[(spec.nodes, spec.ranks_per_node)].append({"payload": payload, "params": params})
-                    status = "submitted"
+                    if site is None and site_note is None:
+                        site, site_note = read_site()  # once per sweep, at its first point to submit
+                        if site_note:
+                            print(f"sweeper: SLURM site limits not read ({site_note}); submitting unchecked")
+                    cannot = never_runs(
+                        site,
+                        cluster.get("partition"),
+                        spec.nodes,
+                        int(params["time"]),
+                        "cluster.time_limit_min" if cluster.get("time_limit_min") is not None else "timeout_s",
+                    )
+                    if cannot is not None:
+                        err = InvalidPoint(cannot[0], cannot[1], kind="config", rule="S01")
+                        status = write(sweep, refusal_record(outcome.base(), err)).status
+                    else:
+                        payload = {**outcome.to_payload(), "time_limit_s": params["time"] * 60}
+                        groups[(spec.nodes, spec.ranks_per_node)].append({"payload": payload, "params": params})
+                        status = "to submit"
             print(
                 f"[{initial_job_idx + idx + 1}/{len(job_overrides)}] {' '.join(ov) or '(defaults)'}  {status}",
                 flush=True,
             )
             returns.append(_job_return(ov, status, initial_job_idx + idx))
-        jobs = self._submit(sweep, groups, cluster)
-        waiting += [it["payload"]["point_id"] for items in groups.values() for it in items]
+        jobs, not_sent = self._submit(sweep, groups, cluster, array_chunk(site))
+        waiting += [
+            it["payload"]["point_id"]
+            for items in groups.values()
+            for it in items
+            if it["payload"]["point_id"] not in not_sent
+        ]
         if waiting and launcher["wait"]:  # the launcher section is the typed schema's: every key is there
-            self._wait(sweep, waiting, float(launcher["poll_interval_s"]))
+            self._wait(sweep, waiting, float(launcher["poll_interval_s"]), launcher["wait_timeout_min"])
         elif waiting:
             print(
                 f"{len(jobs)} point(s) submitted, {len(waiting)} pending; "
@@ -163,58 +187,126 @@ class SlurmLauncher(Launcher):
             )
         return returns
 
-    def _submit(self, sweep: SweepDir, groups: dict, cluster: dict[str, Any]) -> list[Any]:
+    def _submit(
+        self, sweep: SweepDir, groups: dict, cluster: dict[str, Any], chunk: int | None
+    ) -> tuple[list[Any], set[str]]:
+        """Submit each resource group as job arrays of at most ``chunk`` tasks (the site's ``MaxArraySize``; one
+        array per group when None). An array ``sbatch`` refuses gets a final record for each of its points (``error``,
+        kind ``scheduler``, sbatch's message and what to change, :func:`refuse_array`) and one line in
+        :data:`sweeper.results.incomplete.incomplete`; the other arrays are still submitted.
+
+        Returns:
+            The submitit jobs submitted, and the ids of the points whose array was refused.
+        """
         import submitit
 
-        jobs = []
+        jobs: list[Any] = []
+        refused: set[str] = set()
         for items in groups.values():
             fn = job_callable(cluster)
-            payloads = [it["payload"] for it in items]
             check_picklable(fn, "the job callable")
-            for p in payloads:
+            for it in items:
+                p = it["payload"]
                 check_picklable(p, f"the payload of point {p['point_id']} ({' '.join(p['overrides'])})")
-            executor = submitit.SlurmExecutor(folder=sweep.slurm_job_dir("%j"), max_num_timeout=0)
-            executor.update_parameters(**items[0]["params"])
-            t0 = time.perf_counter()
-            group_jobs = executor.map_array(fn, payloads)
-            sweep.add_submitted(
-                {
-                    p["point_id"]: {
-                        "job_id": j.job_id,
-                        "overrides": p["overrides"],
-                        "spec": p["spec"],
-                        "replay": replay_command(p["overrides"]),
-                        "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    }
-                    for p, j in zip(payloads, group_jobs, strict=True)
-                },
-            )
-            print(
-                f"sbatch: array {group_jobs[0].job_id.split('_')[0]} with {len(group_jobs)} task(s) "
-                f"in {time.perf_counter() - t0:.1f} s",
-                flush=True,
-            )
-            jobs.extend(group_jobs)
-        return jobs
+            size = chunk or len(items)
+            for start in range(0, len(items), size):
+                part = items[start : start + size]
+                payloads = [it["payload"] for it in part]
+                executor = submitit.SlurmExecutor(folder=sweep.slurm_job_dir("%j"), max_num_timeout=0)
+                executor.update_parameters(**{**part[0]["params"], "job_name": f"sweeper-{len(part)}pts"})
+                t0 = time.perf_counter()
+                try:
+                    group_jobs = executor.map_array(fn, payloads)
+                except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as e:
+                    refused |= refuse_array(sweep, payloads, str(e))
+                    continue
+                sweep.add_submitted(
+                    {
+                        p["point_id"]: {
+                            "job_id": j.job_id,
+                            "overrides": p["overrides"],
+                            "spec": p["spec"],
+                            "replay": replay_command(p["overrides"]),
+                            "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                        }
+                        for p, j in zip(payloads, group_jobs, strict=True)
+                    },
+                )
+                print(
+                    f"sbatch: array {group_jobs[0].job_id.split('_')[0]} with {len(group_jobs)} task(s) "
+                    f"in {time.perf_counter() - t0:.1f} s",
+                    flush=True,
+                )
+                jobs.extend(group_jobs)
+        return jobs, refused
 
     @staticmethod
-    def _wait(sweep: SweepDir, point_ids: list[str], poll_s: float) -> None:
-        """Block until every submitted point of this sweep has a final record; each pass asks sacct once and writes
-        records for jobs the scheduler ended without one, so this never waits on a job that is gone."""
+    def _wait(sweep: SweepDir, point_ids: list[str], poll_s: float, timeout_min: float | None = None) -> None:
+        """Block until every submitted point of this sweep has a final record, or ``timeout_min`` minutes
+        (``launcher.wait_timeout_min``; None: no limit). Each pass asks SLURM once (:func:`reconcile`), which writes
+        records for jobs the scheduler ended without one and for jobs that can never start (their reason, e.g.
+        ``PartitionTimeLimit``, ends them), so this never waits on a job that is gone or that will never run. A
+        pending line names the scheduler's reasons."""
         from collections import Counter
 
         last = None
+        t0 = time.monotonic()
         while True:
             statuses = reconcile(sweep)
             mine = [statuses.get(pid, "pending") for pid in point_ids]
             counts = Counter(mine)
-            line = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            queue = sweep.queue()
+            reasons = Counter(
+                str(queue.get(pid, {}).get("reason") or "?")
+                for pid in point_ids
+                if statuses.get(pid, "pending") == "pending"
+            )
+            line = ", ".join(
+                f"{n} {s}"
+                + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(reasons.items()))})" if s == "pending" else "")
+                for s, n in sorted(counts.items())
+            )
             if line != last:
                 print(f"[slurm] {line}", flush=True)
                 last = line
             if counts.get("pending", 0) == 0:
                 return
+            if timeout_min is not None and time.monotonic() - t0 >= timeout_min * 60:
+                print(
+                    f"[slurm] stopped waiting after {timeout_min:g} min (launcher.wait_timeout_min) with "
+                    f"{counts['pending']} point(s) pending; watch with `python -m sweeper.status {sweep.path}`, "
+                    f"collect with `python -m sweeper.report {sweep.path}`",
+                    flush=True,
+                )
+                return
             time.sleep(poll_s)
+
+
+def refuse_array(sweep: SweepDir, payloads: list[dict[str, Any]], error: str) -> set[str]:
+    """Record every point of an array ``sbatch`` refused: status ``error``, kind ``scheduler``, the reason with
+    sbatch's own words and what to change (:func:`sweeper.launchers.slurm.site.sbatch_fix`); no job exists, so none
+    is left ``pending``. Adds one line to :data:`sweeper.results.incomplete.incomplete` (exit 3, no traceback).
+
+    Returns:
+        The ids of the points recorded.
+    """
+    said = sbatch_message(error)
+    fix = sbatch_fix(said)
+    done: set[str] = set()
+    for p in payloads:
+        prepared = Prepared.from_payload(p)
+        record = Record(
+            **prepared.base({}),
+            status="error",
+            error_kind="scheduler",
+            reason=f"sbatch refused the submission, no job exists: {said}; {fix}; then run the same command again",
+            failure={"sbatch": said[-2000:]},
+        )
+        write(sweep, record)
+        done.add(p["point_id"])
+    incomplete.append(f"sbatch refused an array of {len(payloads)} point(s): {said} ({fix})")
+    print(f"sweeper: sbatch refused {len(payloads)} point(s): {said}; {fix}", file=sys.stderr, flush=True)
+    return done
 
 
 def _alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:
