@@ -17,8 +17,8 @@ from sweeper.job import faults
 from sweeper.job.rank import PhaseTracker, Rank
 from sweeper.job.timing import StepTimer, Windows
 from sweeper.results.outcome import summarize_ranks
-from sweeper.results.sweepdir import SPEC_FILE
 from sweeper.results.stats import StopRule
+from sweeper.results.sweepdir import SPEC_FILE
 from tests.unit.specs import make_spec
 
 
@@ -216,3 +216,31 @@ def test_with_timed_steps_auto_a_skipped_step_does_not_feed_the_stop_rule_and_th
     assert windows.stop_reason == "cap" and windows.timed == range(1, 7)
     assert len(timer.slowest_s) == 4 and timer.skipped_timed == [1, 2]
     assert stopped == 8  # the cap's 6 steps, then the memory step
+
+
+def test_a_fused_adamw_skips_inside_its_kernel_where_accelerate_sees_no_skip_but_the_loss_scale_falls():
+    """The real accelerate wrapper and a real CPU GradScaler (a GPU's fp16 scaler, which accelerate makes on
+    accelerators only: the faked part) around the real fused AdamW (transformers 5's default optimizer)."""
+    from accelerate import Accelerator
+    from accelerate.optimizer import patch_optimizer_step
+
+    from sweeper.job.loss_scale import loss_scale, step_was_skipped
+
+    w = torch.nn.Parameter(torch.ones(4))
+    opt = Accelerator(cpu=True).prepare(torch.optim.AdamW([w], lr=0.1, fused=True))
+    opt.scaler = torch.amp.GradScaler("cpu", init_scale=1.0)
+    opt.scaler.scale(torch.ones(()))
+    opt._accelerate_step_called = False
+    opt._optimizer_original_step_method = opt.optimizer.step
+    opt._optimizer_patched_step_method = patch_optimizer_step(opt, opt.optimizer.step)
+    before = loss_scale(opt)
+    w.grad = torch.full_like(w, float("inf"))
+    opt.step()
+    after = loss_scale(opt)
+    assert torch.equal(w.detach(), torch.ones(4))  # no update
+    assert opt.step_was_skipped is False  # accelerate watched the step being called, and it was
+    assert (before, after) == (1.0, 0.5) and step_was_skipped(opt, before, after)
+    w.grad = torch.ones(4)
+    opt.step()
+    assert not step_was_skipped(opt, after, loss_scale(opt)) and not torch.equal(w.detach(), torch.ones(4))
+    assert not step_was_skipped(torch.optim.SGD([w]), None, None)  # no loss scaling: never skipped

@@ -4,12 +4,12 @@ Every piece of the harness that runs in a rank during or after ``trainer.train()
 window and its ``MemTracker``, the profiler, the loss log, the progress marker, the label checks, the device-budget
 tracker, the MFU peak, the rank file's fields) runs at a named **site** (:data:`SITES`), in one of two ways:
 
-* **contained** (:meth:`Degradations.contained`, :func:`guard_callback` with ``contain=True``): the site only
+* **contained** (:meth:`Degradations.value`, :func:`guard_callback` with ``notes``): the site only
   measures something beside the point's timed numbers (its history, its artifacts, its memory breakdown). A fault
   there is kept as a note (:class:`sweeper.results.rankfile.HarnessNote`: site, exception type, message, step), the
   site stops for the rest of the run, training goes on, and the point stays ``ok`` with the note in its record
   (``measurement_note``: what was not measured and why).
-* **attributed** (:func:`attributed`, :func:`guard_callback` with ``contain=False``): the site decides what the
+* **attributed** (:func:`attributed`, :func:`guard_callback` without ``notes``): the site decides what the
   point's numbers mean (the timed window, the labels, the device budget); a fault there ends the rank with a
   :class:`HarnessFault` whose ``site`` the rank file keeps (``RankFailure.site``); the driver records the point
   as ``error`` / ``internal`` (never ``runtime``), with the step times measured before the fault kept.
@@ -173,28 +173,27 @@ class Degradations:
             }
         )
 
-    @contextmanager
-    def contained(self, site: str) -> Iterator[None]:
-        """Run the block as the contained site ``site``: an exception that is not an outcome is kept as a note and
-        swallowed (the code after the block runs).
+    def value(self, site: str, fn: Callable[[], T], default: T, step: int | None = None) -> T:
+        """``fn()`` run as the contained site ``site``: an exception that is not an outcome is kept as a note and
+        ``default`` returned instead. ``step``: the current ``state.global_step``, for :func:`inject` (checked
+        before ``fn`` runs).
 
         Raises:
             BaseException: an outcome (:func:`is_outcome`) or a ``BaseException`` that is not an ``Exception``,
                 unchanged.
         """
         try:
-            inject(site)
-            yield
+            inject(site, step)
+            return fn()
         except Exception as e:
             if is_outcome(e):
                 raise
             self.keep(site, e)
+            return default
 
-    def value(self, site: str, fn: Callable[[], T], default: T) -> T:
-        """``fn()`` run as the contained site ``site``; ``default`` when it faulted."""
-        with self.contained(site):
-            return fn()
-        return default
+    def run(self, site: str, fn: Callable[[], object], step: int | None = None) -> bool:
+        """:meth:`value` for ``fn`` run for its effect: True when it ran without a fault."""
+        return self.value(site, lambda: fn() or True, False, step)
 
 
 def guard_callback(
@@ -234,8 +233,7 @@ def guard_callback(
                     raise
                 notes.keep(site, e)
                 if on_fault is not None:
-                    with notes.contained(site):
-                        on_fault()
+                    notes.value(site, on_fault, None, -1)  # -1: before any step, never injected again
                 return None
 
         setattr(cb, name, guarded)

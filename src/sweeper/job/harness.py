@@ -238,10 +238,9 @@ def _rank_fields(fields: RankFile, me: life.Rank, spec: PointSpec, parts: _Parts
     fields["skipped_timed_steps"] = timer.skipped_timed
     fields["steps_completed"] = parts.progress.steps
     fields["setup"] = parts.check.setup
-    with notes.contained("rank-fields"):
-        # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
-        fields["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
-        fields["timed_stop"] = windows.stop_reason
+    # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
+    fields["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
+    fields["timed_stop"] = windows.stop_reason
     fields["schedstat"] = notes.value("rank-fields", timer.contention, {})  # sweeper.results.metrics
     fields["losses"] = losses.losses
     fields["series"] = {  # per-step history, every window (sweeper.results.metrics.series_from_ranks merges it)
@@ -256,13 +255,17 @@ def _rank_fields(fields: RankFile, me: life.Rank, spec: PointSpec, parts: _Parts
         "tensor_peak_breakdown_bytes": memory.breakdown_bytes,
         **memory.state_bytes,
     }
-    with notes.contained("rank-fields"):
-        mem["rss_peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = notes.value("rank-fields", lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, None)
+    if rss is not None:
+        mem["rss_peak_bytes"] = rss
     if me.use_cuda:
-        with notes.contained("rank-fields"):
+
+        def cuda_fields() -> None:
             mem["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
             mem["cuda_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
             fields["device_name"] = torch.cuda.get_device_name()
+
+        notes.run("rank-fields", cuda_fields)
     fields["memory"] = mem
     fields["artifacts"] = profiler.artifacts
     if me.rank == 0 and me.ok:
@@ -275,8 +278,8 @@ def _rank_fields(fields: RankFile, me: life.Rank, spec: PointSpec, parts: _Parts
         if not me.use_cuda and spec.nodes == 1 and spec.ranks_per_node > 1:
             from sweeper.job.gloo_probe import host_comm  # gloo's cost between local ranks, cached for the driver's
 
-            with notes.contained("host-comm"):  # prediction (sweeper.capacity.hostcomm); never the peak's fault
-                host_comm(spec.ranks_per_node)
+            # prediction (sweeper.capacity.hostcomm); apart from the peak: neither loses the other
+            notes.run("host-comm", lambda: host_comm(spec.ranks_per_node))
 
 
 def tf32_matmuls() -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from sweeper.job.loss_scale import loss_scale, step_was_skipped
 from sweeper.results.rankfile import Schedstat
 
 
@@ -169,8 +170,9 @@ class StepTimer(TrainerCallback):
 
     Skipped optimizer steps (fp16 dynamic loss scaling skips the update of a step whose gradients overflowed; the
     first steps of a run usually do, while the scale comes down): read after each step's clock stopped
-    (:func:`step_was_skipped`); a skipped timed step is left out of :attr:`times_s` (and, with ``timed_steps=auto``,
-    of the stop rule's list: the window goes on until enough steps that updated were timed, or the cap's steps are
+    (:func:`sweeper.job.loss_scale.step_was_skipped`: accelerate's flag, or the loss scale lower than after the
+    step before); a skipped timed step is left out of :attr:`times_s` (and, with ``timed_steps=auto``, of the stop
+    rule's list: the window goes on until enough steps that updated were timed, or the cap's steps are
     spent), so it never flatters the statistics. With ``timed_steps=auto`` the skip is all-reduced with the step
     time (a step skipped on any rank is skipped for all).
 
@@ -205,6 +207,7 @@ class StepTimer(TrainerCallback):
         self.times_s: list[float] = []
         self.skipped_timed: list[int] = []
         self.skipped: list[bool] = []
+        self._scale: float | None = None
         self.slowest_s: list[float] = []
         self.wall_s: list[float] = []
         self.mem_high_water_bytes: list[int | None] = []
@@ -262,6 +265,9 @@ class StepTimer(TrainerCallback):
             return int(torch.cuda.max_memory_allocated())
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
+    def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
+        self._scale = loss_scale(optimizer)  # the loss scale before the first step (fp16), outside every step
+
     def on_step_begin(self, args, state, control, **kwargs):
         # timed steps: synchronised as always; the other windows' steps likewise (outside the timed window)
         self._sync()
@@ -275,7 +281,9 @@ class StepTimer(TrainerCallback):
             self._sync()
             dt = time.perf_counter() - self._t0
             timed = state.global_step - 1 in self.windows.timed
-            skipped = step_was_skipped(optimizer)  # after the clock stopped
+            scale = loss_scale(optimizer)  # after the clock stopped
+            skipped = step_was_skipped(optimizer, self._scale, scale)
+            self._scale = scale
             slowest = dt
             if timed and not self.windows.decided:  # timed_steps=auto: every rank agrees on the time and the skip
                 slowest, skipped = slowest_over_ranks(dt, skipped)
@@ -285,7 +293,7 @@ class StepTimer(TrainerCallback):
                 self.times_s.append(dt)
             self.wall_s.append(dt)
             self.skipped.append(skipped)
-            self.mem_high_water_bytes.append(self._high_water_or_none())  # after the clock stopped
+            self.mem_high_water_bytes.append(self._high_water_or_none(state.global_step))  # after the clock stopped
             if timed and not self.windows.decided:  # timed_steps=auto, after the clock stopped
                 if not skipped:
                     self.slowest_s.append(slowest)
@@ -300,22 +308,14 @@ class StepTimer(TrainerCallback):
         if self.windows.rule is not None and self.windows.decided and state.global_step >= self.windows.end:
             control.should_training_stop = True  # auto: max_steps counts the cap; a fixed count ends at max_steps
 
-    def _high_water_or_none(self) -> int | None:
+    def _high_water_or_none(self, step: int) -> int | None:
         """:meth:`_high_water_bytes`, or None when it faulted (the per-step series only: contained as the site
         ``step-memory`` in :attr:`notes`, and not read again)."""
         if self.notes is None:
             return self._high_water_bytes()
         if self.notes.failed("step-memory"):
             return None
-        return self.notes.value("step-memory", self._high_water_bytes, None)
-
-
-def step_was_skipped(optimizer: Any) -> bool:
-    """Whether the optimizer step that just ran skipped its update: accelerate's ``AcceleratedOptimizer
-    .step_was_skipped`` (fp16 dynamic loss scaling: the ``GradScaler`` found inf/NaN gradients and lowered its
-    scale; what the Trainer's ``accelerator.optimizer_step_was_skipped`` reads) or, under DeepSpeed, its wrapper's
-    (the engine's ``overflow``). False for an optimizer without the attribute (no loss scaling)."""
-    return bool(getattr(optimizer, "step_was_skipped", False))
+        return self.notes.value("step-memory", self._high_water_bytes, None, step)
 
 
 def slowest_over_ranks(seconds: float, skipped: bool = False) -> tuple[float, bool]:
