@@ -244,3 +244,22 @@ def test_a_fused_adamw_skips_inside_its_kernel_where_accelerate_sees_no_skip_but
     opt.step()
     assert not step_was_skipped(opt, after, loss_scale(opt)) and not torch.equal(w.detach(), torch.ones(4))
     assert not step_was_skipped(torch.optim.SGD([w]), None, None)  # no loss scaling: never skipped
+
+
+def test_memtrackers_own_refusal_is_the_harness_and_an_op_failing_under_it_is_the_users():
+    """The real MemTracker: its refusal of a second forward without reset_mod_stats (what
+    sweeper.job.memory.new_micro_batch exists for) is sweeper's fault; a shape error of the model under it is not."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    tracker = MemTracker()
+    tracker.track_external(model)
+    with tracker:
+        model(torch.ones(2, 4)).sum().backward()
+        with pytest.raises(NotImplementedError) as own:
+            model(torch.ones(2, 4))
+        tracker.reset_mod_stats()
+        with pytest.raises(RuntimeError) as users:
+            model(torch.ones(2, 3))  # mat1 and mat2 shapes cannot be multiplied
+    assert faults.site_of(own.value) == "memory-tracker"
+    assert faults.site_of(users.value) is None

@@ -61,6 +61,9 @@ OUTCOME_TYPES = frozenset({"OutOfMemoryError", "MemoryError", "LabelMismatch"})
 #: A frame in one of these files belongs to the harness's own memory tracking (MemTracker's hooks run inside the
 #: model's forward and backward, where no callback guard is).
 TRACKER_FILES = ("torch/distributed/_tools/",)
+#: The exceptions MemTracker's own code raises (its refusal of a second forward is a ``NotImplementedError``); the
+#: ops it forwards raise others (``RuntimeError``, ``IndexError``, ...), which stay the point's own.
+TRACKER_OWN_TYPES = (NotImplementedError, AssertionError, KeyError, AttributeError)
 
 
 class InjectedFault(RuntimeError):
@@ -115,14 +118,15 @@ def is_outcome(e: BaseException) -> bool:
 
 def site_of(e: BaseException) -> str | None:
     """The harness site a rank's exception ``e`` comes from: a :class:`HarnessFault`'s ``site``; ``memory-tracker``
-    when it is not an outcome (:func:`is_outcome`) and its traceback passes through MemTracker's code
-    (:data:`TRACKER_FILES`); else None (the user's, or a library's, error)."""
+    when MemTracker's own code raised it (one of :data:`TRACKER_OWN_TYPES`, raised in a frame of
+    :data:`TRACKER_FILES`: the innermost frame of its traceback); else None (the user's, or a library's, error: an
+    op that fails while the tracker forwards it is the point's own)."""
     if isinstance(e, HarnessFault):
         return e.site
-    if is_outcome(e):
+    if is_outcome(e) or not isinstance(e, TRACKER_OWN_TYPES):
         return None
-    files = [f.filename.replace(os.sep, "/") for f in traceback.extract_tb(e.__traceback__)]
-    if any(t in f for f in files for t in TRACKER_FILES):
+    frames = traceback.extract_tb(e.__traceback__)
+    if frames and any(t in frames[-1].filename.replace(os.sep, "/") for t in TRACKER_FILES):
         return "memory-tracker"
     return None
 
