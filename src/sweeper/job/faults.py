@@ -41,7 +41,8 @@ FAULT_ENV = "SWEEPER_FAULT_INJECT"
 #: Site name -> what runs there, and whether a fault there is contained or attributed ``internal``.
 SITES: dict[str, str] = {
     "phase": "the phase/step tracker (attributed)",
-    "verify": "the label checks after the first step (attributed)",
+    "verify": "the label checks after the first step and the dtype probe in the first forward (attributed)",
+    "data": "the synthetic token data, read by the Trainer's data loader (attributed)",
     "budget": "the device-budget tracker of the warm-up window, CPU (attributed)",
     "timing": "the step timer: the timed window, its stop rule, its contention readings (attributed)",
     "step-memory": "the memory high-water reading after each step, for the per-step series (contained)",
