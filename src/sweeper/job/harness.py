@@ -14,8 +14,11 @@ median step time is known well enough and the Trainer's ``max_steps`` counts it 
 (see :mod:`sweeper.job.verify`) and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw
 exception (type, message, traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer
 steps finished) up to date, so that a rank killed by a signal still tells at which step it died. Both files are
-described in :mod:`sweeper.results.rankfile`. The driver (:func:`sweeper.point.lifecycle.finish`) merges the rank
-files into the point's result record and classifies failures; a rank never decides the point's status alone.
+described in :mod:`sweeper.results.rankfile`. Each of sweeper's own measuring callbacks and each part of the rank
+file after training is a site of :mod:`sweeper.job.faults`: a fault there is contained (the point stays ok, the
+measurement missing with a note) or attributed ``internal`` (the step times kept), never the user's error. The
+driver (:func:`sweeper.point.lifecycle.finish`) merges the rank files into the point's result record and classifies
+failures; a rank never decides the point's status alone.
 """
 
 from __future__ import annotations
