@@ -239,7 +239,8 @@ def _rank_fields(fields: RankFile, me: life.Rank, spec: PointSpec, parts: _Parts
     )
     fields["step_times_s"] = timer.times_s
     fields["skipped_timed_steps"] = timer.skipped_timed
-    fields["steps_completed"] = parts.progress.steps
+    # the progress marker off after a fault of its own: the timer counted every finished step as well
+    fields["steps_completed"] = len(timer.wall_s) if notes.failed("progress") else parts.progress.steps
     fields["setup"] = parts.check.setup
     # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
     fields["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
