@@ -123,3 +123,38 @@ class ExpectSecrets(TrainerCallback):
             raise RuntimeError("ExpectSecrets: the callback's api_key is not the value given")
         if self.hub_digest and digest(args.hub_token) != self.hub_digest:
             raise RuntimeError("ExpectSecrets: TrainingArguments.hub_token is not the value given")
+
+
+class FakeGpuFp16Overflow(TrainerCallback):
+    """fp16 dynamic loss scaling's skipped step, on CPU: what only a GPU gives is faked, the skip itself is real.
+
+    accelerate hands fp16 training a ``GradScaler`` on accelerators only (and sweeper's gate refuses fp16 on CPU,
+    H01), so at train begin this installs a real ``torch.amp.GradScaler("cpu")`` (``init_scale=1.0``: the loss is
+    not scaled here) in the Trainer's prepared optimizer, exactly as ``AcceleratedOptimizer.__init__`` does for a
+    scaler (accelerate's own ``patch_optimizer_step``). At optimizer step ``at_step`` a gradient hook makes one
+    parameter's gradient inf: the real scaler finds it, the update is skipped (inside the fused AdamW kernel, the
+    Trainer's default optimizer) and the scaler backs its scale off, as when fp16 overflows on a GPU.
+    """
+
+    def __init__(self, at_step: int = 4) -> None:
+        self.at_step = at_step
+        self._handle = None
+
+    def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
+        from accelerate.optimizer import patch_optimizer_step
+
+        optimizer.scaler = torch.amp.GradScaler("cpu", init_scale=1.0)
+        optimizer.scaler.scale(torch.ones(()))  # its scale tensor, made by the first scale() (the loss on a GPU)
+        optimizer._accelerate_step_called = False
+        optimizer._optimizer_original_step_method = optimizer.optimizer.step
+        optimizer._optimizer_patched_step_method = patch_optimizer_step(optimizer, optimizer.optimizer.step)
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step == self.at_step:
+            p = next(q for q in model.parameters() if q.requires_grad)
+            self._handle = p.register_hook(lambda g: torch.full_like(g, float("inf")))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from sweeper.failures import reasons
-from sweeper.failures.classify import classify
+from sweeper.failures.classify import Failure, classify
 from sweeper.failures.phase import PHASES
-from sweeper.failures.text import first_line
+from sweeper.failures.text import first_line, short_type
 
 #: A parsed rank file, read only (:class:`sweeper.results.rankfile.RankFile`, a TypedDict, is one).
 RankFile = Mapping[str, Any]
@@ -66,7 +66,7 @@ def steps_planned(spec: PointShape, rank: RankFile) -> int:
     return spec.total_steps
 
 
-_KIND_RANK = {"checkpoint-recompute": 0, "incompatible": 0, "config": 1, "import": 1, "runtime": 2}
+_KIND_RANK = {"checkpoint-recompute": 0, "incompatible": 0, "config": 1, "import": 1, "internal": 1, "runtime": 2}
 
 
 def _root_failure(ranks: Sequence[RankFile], spec: PointShape, versions: dict[str, str]):
@@ -85,6 +85,10 @@ def _root_failure(ranks: Sequence[RankFile], spec: PointShape, versions: dict[st
             spec=spec.to_dict(),
             versions=versions,
         )
+        if f.get("site") and c.status != "oom":  # sweeper's own code (sweeper.job.faults): never the user's error
+            c.details["site"] = f["site"]
+            reason = reasons.internal_reason(f["site"], short_type(f["exception_type"]), f["message"])
+            c = Failure("error", "internal", reason, c.phase, c.details, c.rank)
         if f["exception_type"] == "LabelMismatch":
             prio = -1
         elif c.status == "oom":

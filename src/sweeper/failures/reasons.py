@@ -157,6 +157,15 @@ def runtime_reason(short: str, message: str) -> str:
     return f"{short or 'error'}: {summary} (where it was raised: failure.traceback_tail in the point's result.json)"
 
 
+def internal_reason(site: str, short: str, message: str) -> str:
+    """A fault of sweeper's own measurement code at ``site`` on a rank (never the user's error)."""
+    summary = informative_summary(message) or "no message"
+    return (
+        f"sweeper's own {site} code failed on this point (a bug of sweeper's, please report it; not your "
+        f"configuration): {short or 'error'}: {summary}; the step times measured before it are kept"
+    )
+
+
 def _ranks_at(steps: Mapping[int, int | None]) -> tuple[str, str | None]:
     """``rank 1 ... at step 4`` or ``ranks 1, 3 ... at steps 4, 5`` (the subject and the steps)."""
     ranks = sorted(steps)

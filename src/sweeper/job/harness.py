@@ -14,22 +14,27 @@ median step time is known well enough and the Trainer's ``max_steps`` counts it 
 (see :mod:`sweeper.job.verify`) and writes ``<point_dir>/rank<r>.json`` atomically: raw measurements, or the raw
 exception (type, message, traceback, phase, step). While training it keeps ``<point_dir>/rank<r>.step`` (optimizer
 steps finished) up to date, so that a rank killed by a signal still tells at which step it died. Both files are
-described in :mod:`sweeper.results.rankfile`. The driver (:func:`sweeper.point.lifecycle.finish`) merges the rank
-files into the point's result record and classifies failures; a rank never decides the point's status alone.
+described in :mod:`sweeper.results.rankfile`. Each of sweeper's own measuring callbacks and each part of the rank
+file after training is a site of :mod:`sweeper.job.faults`: a fault there is contained (the point stays ok, the
+measurement missing with a note) or attributed ``internal`` (the step times kept), never the user's error. The
+driver (:func:`sweeper.point.lifecycle.finish`) merges the rank files into the point's result record and classifies
+failures; a rank never decides the point's status alone.
 """
 
 from __future__ import annotations
 
 import resource
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
 from sweeper.config.spec import PointSpec
+from sweeper.job import faults
 from sweeper.job import rank as life
-from sweeper.results.rankfile import STEP_FILE, RankFile, RankPeak, write_rank_step
+from sweeper.results.rankfile import STEP_FILE, RankFile, RankMemory, RankPeak, write_rank_step
 from sweeper.results.stats import stop_rule
 
 __all__ = ["LossLog", "StepProgress", "main", "model_flops_inputs", "run_rank"]
@@ -136,9 +141,11 @@ def run_rank(point_dir: Path) -> int:
     rank, world, use_cuda = me.rank, me.world_size, me.use_cuda
     out = me.header()
     phase = life.PhaseTracker()
+    # sweeper's own measurement code: each callback a site, contained (notes) or attributed (sweeper.job.faults)
+    notes = faults.Degradations(lambda: phase.step)
     # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.timing.Windows)
     windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps, stop_rule(spec))
-    timer = StepTimer(windows, use_cuda)
+    timer = StepTimer(windows, use_cuda, notes)
     memory = MemoryWindow(windows, use_cuda, budget)
     limits = [BudgetWindow(range(spec.warmup_steps), budget)] if budget and spec.warmup_steps and not use_cuda else []
     profiler = ProfilerWindow(windows, use_cuda, point_dir, rank, spec.profile_trace)
@@ -146,6 +153,17 @@ def run_rank(point_dir: Path) -> int:
     losses = LossLog()
     check = LabelCheck(spec, probe)
     progress = StepProgress(point_dir, rank)
+    guard = faults.guard_callback
+    own = [
+        guard(phase, "phase"),
+        guard(check, "verify"),
+        *(guard(b, "budget") for b in limits),
+        guard(timer, "timing"),
+        guard(progress, "progress", notes),
+        guard(memory, "memory", notes, memory.abandon),
+        guard(profiler, "profiler", notes, profiler.abandon),
+        guard(losses, "losses", notes),
+    ]
     (point_dir / STEP_FILE.format(rank=rank)).unlink(missing_ok=True)  # an earlier attempt's progress
     t_start = time.perf_counter()
 
@@ -154,14 +172,17 @@ def run_rank(point_dir: Path) -> int:
             apply_gpu_budget(budget)
         torch.manual_seed(spec.seed)
         model = build_model(spec)
-        out["model"] = model_flops_inputs(model)
-        check.unsharded_params = out["model"]["param_count"]
-        probe.attach(model)
+        shape = notes.value("model-shape", lambda: model_flops_inputs(model), None)
+        if shape is not None:
+            out["model"] = shape
+            check.unsharded_params = shape["param_count"]
+        with faults.attributed("verify"):
+            probe.attach(model)
         args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda)
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)
-        callbacks = [phase, check, *limits, timer, progress, memory, profiler, losses, *life.user_callbacks(spec)]
+        callbacks = [*own, *life.user_callbacks(spec)]
         trainer = SweeperTrainer(
             model=model,
             args=args,
@@ -180,40 +201,89 @@ def run_rank(point_dir: Path) -> int:
             out["eval"] = trainer.evaluate()
 
     me.attempt(measure, phase)
-    fields: RankFile = {
-        "train_wall_s": time.perf_counter() - t_start,
-        "steps_completed": progress.steps,
-        "setup": check.setup,
-        "step_times_s": timer.times_s,
-        # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
-        "timed_window": [windows.timed.start, windows.timed.stop if windows.decided else None],
-        "timed_stop": windows.stop_reason,
-        "schedstat": timer.contention(),  # timed window's CPU run-queue wait (sweeper.results.metrics)
-        "losses": losses.losses,
-        "series": {  # per-step history, every window (sweeper.results.metrics.series_from_ranks merges it)
-            "step_wall_s": timer.wall_s,
-            "mem_high_water_bytes": timer.mem_high_water_bytes,
-            "mem_kind": timer.mem_kind,
-            "loss_steps": losses.steps,
-        },
-        "memory": {
-            "tensor_peak_bytes": memory.peak_bytes,
-            "tensor_peak_breakdown_bytes": memory.breakdown_bytes,
-            "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            **memory.state_bytes,
-        },
-    }
-    if use_cuda:
-        fields["memory"]["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
-        fields["memory"]["cuda_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
-        fields["device_name"] = torch.cuda.get_device_name()
-    fields["artifacts"] = profiler.artifacts
-    if rank == 0 and me.ok:
-        try:
-            fields["peak"] = _peak(spec, use_cuda, fields.get("device_name", ""))
-        except Exception as e:  # noqa: BLE001 - the point trained: a fault in the MFU peak never loses it
-            fields["peak"] = {"flops": None, "source": f"no peak: {type(e).__name__}: {e}"[:300]}
+    fields: RankFile = {"train_wall_s": time.perf_counter() - t_start}
+    # everything after training runs inside the rank's error handling too (its first failure is kept), each part
+    # contained: a fault of sweeper's own there loses that part only, never the step times
+    parts = _Parts(windows, timer, memory, profiler, losses, progress, check, notes)
+    me.attempt(lambda: _rank_fields(fields, me, spec, parts), phase)
+    fields["harness_faults"] = notes.notes
     return me.write(out, fields)
+
+
+@dataclass
+class _Parts:
+    """The measuring callbacks of one rank (:func:`run_rank`), for :func:`_rank_fields`."""
+
+    windows: Any
+    timer: Any
+    memory: Any
+    profiler: Any
+    losses: LossLog
+    progress: StepProgress
+    check: Any
+    notes: faults.Degradations
+
+
+def _rank_fields(fields: RankFile, me: life.Rank, spec: PointSpec, parts: _Parts) -> None:
+    """Fill ``fields`` (the rank file's measurements) after training, each part a contained site
+    (``rank-fields``, ``peak``, ``host-comm``): the step times first, so that nothing after them can lose them."""
+    import torch
+
+    windows, timer, memory, profiler, losses, notes = (
+        parts.windows,
+        parts.timer,
+        parts.memory,
+        parts.profiler,
+        parts.losses,
+        parts.notes,
+    )
+    fields["step_times_s"] = timer.times_s
+    fields["skipped_timed_steps"] = timer.skipped_timed
+    # the progress marker off after a fault of its own: the timer counted every finished step as well
+    fields["steps_completed"] = len(timer.wall_s) if notes.failed("progress") else parts.progress.steps
+    fields["setup"] = parts.check.setup
+    # [start, stop) 0-based step indices of the timed window; stop None when it never ended (auto, left early)
+    fields["timed_window"] = [windows.timed.start, windows.timed.stop if windows.decided else None]
+    fields["timed_stop"] = windows.stop_reason
+    fields["schedstat"] = notes.value("rank-fields", timer.contention, {})  # sweeper.results.metrics
+    fields["losses"] = losses.losses
+    fields["series"] = {  # per-step history, every window (sweeper.results.metrics.series_from_ranks merges it)
+        "step_wall_s": timer.wall_s,
+        "mem_high_water_bytes": timer.mem_high_water_bytes,
+        "mem_kind": timer.mem_kind,
+        "loss_steps": losses.steps,
+        "optimizer_step_skipped": timer.skipped,
+    }
+    mem: RankMemory = {
+        "tensor_peak_bytes": memory.peak_bytes,
+        "tensor_peak_breakdown_bytes": memory.breakdown_bytes,
+        **memory.state_bytes,
+    }
+    rss = notes.value("rank-fields", lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, None)
+    if rss is not None:
+        mem["rss_peak_bytes"] = rss
+    if me.use_cuda:
+
+        def cuda_fields() -> None:
+            mem["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+            mem["cuda_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+            fields["device_name"] = torch.cuda.get_device_name()
+
+        notes.run("rank-fields", cuda_fields)
+    fields["memory"] = mem
+    fields["artifacts"] = profiler.artifacts
+    if me.rank == 0 and me.ok:
+        try:
+            faults.inject("peak")
+            fields["peak"] = _peak(spec, me.use_cuda, fields.get("device_name", ""))
+        except Exception as e:  # noqa: BLE001 - the point trained: a fault in the MFU peak never loses it
+            notes.keep("peak", e)
+            fields["peak"] = {"flops": None, "source": f"no peak: {type(e).__name__}: {e}"[:300]}
+        if not me.use_cuda and spec.nodes == 1 and spec.ranks_per_node > 1:
+            from sweeper.job.gloo_probe import host_comm  # gloo's cost between local ranks, cached for the driver's
+
+            # prediction (sweeper.capacity.hostcomm); apart from the peak: neither loses the other
+            notes.run("host-comm", lambda: host_comm(spec.ranks_per_node))
 
 
 def tf32_matmuls() -> bool:
@@ -245,10 +315,6 @@ def _peak(spec: PointSpec, use_cuda: bool, device_name: str) -> RankPeak:
         p = gpu_peak(device_name, dtype)
     else:
         p = cpu_peak(spec.precision if spec.precision != "fp16" else "fp32")  # measured once per host, reused
-        if spec.nodes == 1 and spec.ranks_per_node > 1:  # gloo's cost between local ranks, cached for the driver's
-            from sweeper.job.gloo_probe import host_comm  # prediction (sweeper.capacity.hostcomm)
-
-            host_comm(spec.ranks_per_node)
     return {"flops": p.flops, "source": p.source}
 
 

@@ -163,6 +163,15 @@ class MemoryWindow(TrainerCallback):
             self.breakdown_bytes = totals
             self._tracker = None
 
+    def abandon(self) -> None:
+        """Stop measuring after a fault of this window's own code (:func:`sweeper.job.faults.guard_callback`): leave
+        the tracker if one is open (its hooks off the model) and forget its partial peak; ``state_bytes`` stays when
+        it was measured."""
+        tracker, self._tracker = self._tracker, None
+        self.peak_bytes, self.breakdown_bytes = None, {}
+        if tracker is not None:
+            tracker.__exit__(None, None, None)
+
 
 class BudgetWindow(TrainerCallback):
     """Enforces the budget over the optimizer steps ``steps`` (0-based) with one :class:`BudgetTracker`, entered at

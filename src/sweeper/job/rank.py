@@ -92,23 +92,33 @@ class Rank:
         on_error: Callable[[BaseException, PhaseTracker], None] | None = None,
     ) -> T | None:
         """Run ``work()`` and return what it returns; any exception (every failure is a result, ``BaseException``
-        included) is kept as :attr:`failure` instead, with ``phase``'s phase and step, and None is returned.
+        included) is kept as :attr:`failure` instead, with ``phase``'s phase and step, and None is returned. Only the
+        first failure is kept: a later ``attempt`` (the rank's fields after training) never hides the cause.
+
+        A fault of sweeper's own code (:func:`sweeper.job.faults.site_of`: a ``HarnessFault``, or an exception
+        through MemTracker's hooks) carries its ``site``, which the driver records as ``internal``.
 
         ``on_error(exc, phase)``, when given, sees the exception first (a batch-search trial leaves at once on an
         out-of-memory error, :func:`sweeper.job.batch_trials.run_search`).
         """
+        from sweeper.job.faults import site_of
+
         try:
             return work()
         except BaseException as e:  # noqa: BLE001 - every failure is a result
             if on_error is not None:
                 on_error(e, phase)
-            self.failure = {
-                "exception_type": type(e).__name__,
-                "message": str(e)[:MESSAGE_CHARS],
-                "traceback": traceback.format_exc()[-TRACEBACK_CHARS:],
-                "phase": phase.phase,
-                "step": phase.step,
-            }
+            if self.failure is None:
+                self.failure = {
+                    "exception_type": type(e).__name__,
+                    "message": str(e)[:MESSAGE_CHARS],
+                    "traceback": traceback.format_exc()[-TRACEBACK_CHARS:],
+                    "phase": phase.phase,
+                    "step": phase.step,
+                }
+                site = site_of(e)
+                if site is not None:
+                    self.failure["site"] = site
             return None
 
     def write(self, out: RankFile, fields: RankFile) -> int:
@@ -116,15 +126,39 @@ class Rank:
         ``status`` (``ok``/``failed``) and ``failure`` (when failed), then ``fields``. Returns the rank's exit
         code: 0 when ok, 1 when failed.
 
+        A field that does not serialise (a bug of sweeper's own) is left out and the rank is failed at the site
+        ``rank-file`` (``internal``), the fields that serialise kept; its first failure, when it had one, stays.
+
         Raises:
             OSError: the point directory cannot be written (the rank then ends without a rank file).
         """
-        out["status"] = "ok" if self.ok else "failed"
+        from sweeper.job.faults import HarnessFault, inject
+
+        data: RankFile = {**out, **fields}  # type: ignore[typeddict-item]
+        bad: list[str] = []
+        try:
+            inject("rank-file")
+            json.dumps(data)
+        except Exception as e:  # noqa: BLE001 - a bug of sweeper's own: keep what serialises, say what did not
+            for k in [k for k in data if k != "rank"]:
+                try:
+                    json.dumps(data[k])  # type: ignore[literal-required]
+                except Exception:  # noqa: BLE001 - the same, per field
+                    bad.append(k)
+                    del data[k]  # type: ignore[misc]
+            after = PhaseTracker()
+            after.phase = "train"  # after training: the fields of what was measured
+            fault = HarnessFault("rank-file", ValueError(f"fields {bad} left out: {type(e).__name__}: {e}"))
+            self.attempt(lambda: _raise(fault), after)
+        data["status"] = "ok" if self.ok else "failed"
         if self.failure is not None:
-            out["failure"] = self.failure
-        out.update(fields)
-        write_rank_file(self.point_dir, out)
+            data["failure"] = self.failure
+        write_rank_file(self.point_dir, data)
         return 0 if self.ok else 1
+
+
+def _raise(e: BaseException) -> None:
+    raise e
 
 
 def user_callbacks(spec: PointSpec) -> list[Any]:

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from sweeper.job.loss_scale import loss_scale, step_was_skipped
 from sweeper.results.rankfile import Schedstat
 
 
@@ -167,14 +168,25 @@ class StepTimer(TrainerCallback):
     nothing of it runs inside a timed step. :meth:`contention` gives the result for the rank file.
     The window's wall time is read with ``time.monotonic`` (``CLOCK_MONOTONIC`` on Linux, as ``perf_counter``).
 
+    Skipped optimizer steps (fp16 dynamic loss scaling skips the update of a step whose gradients overflowed; the
+    first steps of a run usually do, while the scale comes down): read after each step's clock stopped
+    (:func:`sweeper.job.loss_scale.step_was_skipped`: accelerate's flag, or the loss scale lower than after the
+    step before); a skipped timed step is left out of :attr:`times_s` (and, with ``timed_steps=auto``, of the stop
+    rule's list: the window goes on until enough steps that updated were timed, or the cap's steps are
+    spent), so it never flatters the statistics. With ``timed_steps=auto`` the skip is all-reduced with the step
+    time (a step skipped on any rank is skipped for all).
+
     Attributes:
-        times_s: wall time of each step of the timed window on this rank, seconds (unchanged measurement).
+        times_s: wall time of each step of the timed window on this rank whose update ran, seconds.
+        skipped_timed: 0-based indices of the timed window's steps whose update was skipped (not in :attr:`times_s`).
+        skipped: for every finished step (same length as :attr:`wall_s`), whether its update was skipped.
         slowest_s: ``timed_steps=auto`` only: each timed step's time, max over ranks, seconds (the stop rule's input).
         wall_s: wall time of every optimizer step this rank finished, all windows, in step order, seconds; a timed
             step's entry is the same number as in :attr:`times_s`.
         mem_high_water_bytes: after each finished step (same length as :attr:`wall_s`), the memory high-water mark
             so far, bytes: on CUDA ``torch.cuda.max_memory_allocated()`` (``mem_kind = "cuda_max_allocated"``), on
-            CPU the process's peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss x 1024`` (``mem_kind = "rss_peak"``).
+            CPU the process's peak RSS, ``getrusage(RUSAGE_SELF).ru_maxrss x 1024`` (``mem_kind = "rss_peak"``);
+            None from a step where the reading faulted (``notes``, site ``step-memory``).
         mem_kind: which counter :attr:`mem_high_water_bytes` holds.
         window_wall_s: wall time of the timed window, seconds, from the reading before the first timed step's clock
             to the reading after the last one's (the gaps between timed steps included); None until it ended.
@@ -188,13 +200,17 @@ class StepTimer(TrainerCallback):
         threads: threads of this process at the window's end (schedstat files read); None likewise.
     """
 
-    def __init__(self, windows: Windows, cuda: bool) -> None:
+    def __init__(self, windows: Windows, cuda: bool, notes: Any = None) -> None:
         self.windows = windows
         self.cuda = cuda
+        self.notes = notes  # sweeper.job.faults.Degradations: the per-step memory reading is contained there
         self.times_s: list[float] = []
+        self.skipped_timed: list[int] = []
+        self.skipped: list[bool] = []
+        self._scale: float | None = None
         self.slowest_s: list[float] = []
         self.wall_s: list[float] = []
-        self.mem_high_water_bytes: list[int] = []
+        self.mem_high_water_bytes: list[int | None] = []
         self.mem_kind = "cuda_max_allocated" if cuda else "rss_peak"
         self._t0: float | None = None
         self.window_wall_s: float | None = None
@@ -249,6 +265,9 @@ class StepTimer(TrainerCallback):
             return int(torch.cuda.max_memory_allocated())
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
+    def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
+        self._scale = loss_scale(optimizer)  # the loss scale before the first step (fp16), outside every step
+
     def on_step_begin(self, args, state, control, **kwargs):
         # timed steps: synchronised as always; the other windows' steps likewise (outside the timed window)
         self._sync()
@@ -256,19 +275,31 @@ class StepTimer(TrainerCallback):
             self._begin_window()
         self._t0 = time.perf_counter()
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args, state, control, optimizer=None, **kwargs):
         # global_step was incremented just before on_step_end
         if self._t0 is not None:
             self._sync()
             dt = time.perf_counter() - self._t0
             timed = state.global_step - 1 in self.windows.timed
-            if timed:
+            scale = loss_scale(optimizer)  # after the clock stopped
+            skipped = step_was_skipped(optimizer, self._scale, scale)
+            self._scale = scale
+            slowest = dt
+            if timed and not self.windows.decided:  # timed_steps=auto: every rank agrees on the time and the skip
+                slowest, skipped = slowest_over_ranks(dt, skipped)
+            if timed and skipped:
+                self.skipped_timed.append(state.global_step - 1)  # no update: left out of the statistics
+            elif timed:
                 self.times_s.append(dt)
             self.wall_s.append(dt)
-            self.mem_high_water_bytes.append(self._high_water_bytes())  # after the clock stopped
+            self.skipped.append(skipped)
+            self.mem_high_water_bytes.append(self._high_water_or_none(state.global_step))  # after the clock stopped
             if timed and not self.windows.decided:  # timed_steps=auto, after the clock stopped
-                self.slowest_s.append(slowest_over_ranks(dt))
+                if not skipped:
+                    self.slowest_s.append(slowest)
                 reason = self.windows.rule.decide(self.slowest_s)
+                if reason is None and state.global_step == self.windows.timed.stop:
+                    reason = "cap"  # the cap's steps are spent (skipped steps included)
                 if reason:
                     self.windows.end_timed(state.global_step, reason)
             if timed and self.windows.decided and state.global_step == self.windows.timed.stop:
@@ -277,19 +308,29 @@ class StepTimer(TrainerCallback):
         if self.windows.rule is not None and self.windows.decided and state.global_step >= self.windows.end:
             control.should_training_stop = True  # auto: max_steps counts the cap; a fixed count ends at max_steps
 
+    def _high_water_or_none(self, step: int) -> int | None:
+        """:meth:`_high_water_bytes`, or None when it faulted (the per-step series only: contained as the site
+        ``step-memory`` in :attr:`notes`, and not read again)."""
+        if self.notes is None:
+            return self._high_water_bytes()
+        if self.notes.failed("step-memory"):
+            return None
+        return self.notes.value("step-memory", self._high_water_bytes, None, step)
 
-def slowest_over_ranks(seconds: float) -> float:
-    """``seconds`` all-reduced with MAX over the default process group (the slowest rank's value); ``seconds``
-    itself when ``torch.distributed`` is not initialised or has one rank. A collective: every rank must call it at
-    the same step. On NCCL the value travels as a CUDA tensor, otherwise (gloo) on the CPU; float64."""
+
+def slowest_over_ranks(seconds: float, skipped: bool = False) -> tuple[float, bool]:
+    """(``seconds`` all-reduced with MAX over the default process group: the slowest rank's value, whether any
+    rank's optimizer step was ``skipped``); the values themselves when ``torch.distributed`` is not initialised or
+    has one rank. One collective: every rank must call it at the same step. On NCCL the values travel as a CUDA
+    tensor, otherwise (gloo) on the CPU; float64."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
-        return seconds
+        return seconds, skipped
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-    t = torch.tensor([seconds], dtype=torch.float64, device=device)
+    t = torch.tensor([seconds, 1.0 if skipped else 0.0], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
+    return float(t[0].item()), bool(t[1].item() > 0)
 
 
 class ProfilerWindow(TrainerCallback):
@@ -325,3 +366,10 @@ class ProfilerWindow(TrainerCallback):
                 self._prof.export_chrome_trace(str(trace))
                 self.artifacts[f"trace_rank{self.rank}"] = trace.name
             self._prof = None
+
+    def abandon(self) -> None:
+        """Stop profiling after a fault of this window's own code (:func:`sweeper.job.faults.guard_callback`): leave
+        the profiler if it runs; the artifacts written before the fault stay listed."""
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            prof.__exit__(None, None, None)

@@ -45,7 +45,14 @@ class SyntheticTokens(torch.utils.data.Dataset):
         return self.ids.shape[0]
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+        """Sample ``i``. Raises :class:`sweeper.job.faults.HarnessFault` (site ``data``) when indexing fails: sweeper's
+        own data, never the user's error (no cost without an exception)."""
+        try:
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+        except Exception as e:
+            from sweeper.job.faults import HarnessFault
+
+            raise HarnessFault("data", e) from e
 
 
 def deepspeed_config(spec: PointSpec) -> dict[str, Any]:

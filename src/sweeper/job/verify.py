@@ -42,6 +42,14 @@ class DtypeProbe(TrainerCallback):
                 return
 
     def _hook(self, module, inputs, output):
+        try:
+            self._observe(output)
+        except Exception as e:  # runs inside the model's forward: a fault here is sweeper's, never the user's
+            from sweeper.job.faults import HarnessFault
+
+            raise HarnessFault("verify", e) from e
+
+    def _observe(self, output: Any) -> None:
         if self.compute_dtype is None and isinstance(output, torch.Tensor):
             self.compute_dtype = str(output.dtype).replace("torch.", "")
         if self._handle is not None and self.compute_dtype is not None:

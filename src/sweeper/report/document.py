@@ -20,7 +20,15 @@ from sweeper.report.axes import DERIVED, Grid, grid_of, grid_values
 from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
 from sweeper.report.headline import answer
 from sweeper.report.md import code, escape, one_line, strong
-from sweeper.report.notes import contention_notes, mem_kind_note, mem_kinds, method_notes, zero_loss_notes
+from sweeper.report.notes import (
+    contention_notes,
+    measurement_notes,
+    mem_kind_note,
+    mem_kinds,
+    method_notes,
+    skipped_steps_notes,
+    zero_loss_notes,
+)
 from sweeper.report.predicted import has_predictions, prediction_blocks
 from sweeper.report.tables import (
     FRONTIER_DEFINITION,
@@ -238,6 +246,8 @@ def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows:
     )
     blocks += [Para(n) for n in contention_notes(df, axes)]  # every contended ok point, shown in the table or not
     blocks += [Para(n) for n in zero_loss_notes(df, axes)]  # every ok point that trained on no signal
+    blocks += [Para(n) for n in skipped_steps_notes(df, axes)]  # every ok point with skipped timed steps
+    blocks += [Para(n) for n in measurement_notes(df, axes)]  # every ok point a harness fault left a number out of
     kinds = mem_kinds(df)
     blocks.append(Bullets([f"peak mem kind {code(k)}: {mem_kind_note(k)}" for k in kinds] or ["peak mem kind: —"]))
     blocks.append(Fold("More numbers of the ok points", [Table(results_details_table(ok_rows, unit))]))

@@ -147,6 +147,35 @@ def zero_loss_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
     ]
 
 
+def skipped_steps_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
+    """One sentence (Markdown) per ``ok`` point whose timed window had optimizer steps with a skipped update
+    (``skipped_steps`` above 0: fp16 loss-scale overflow): they were left out of its step time. Empty when none had
+    or the table has no ``skipped_steps`` column (records older than the count)."""
+    if "skipped_steps" not in df.columns or not len(df):
+        return []
+    count = pd.to_numeric(df["skipped_steps"], errors="coerce").fillna(0)
+    rows = df[(df["status"] == "ok") & (count > 0)]
+    return [
+        f"{config_name(row, axes)} (point {code(str(row['point_id']))}) skipped the optimizer update of "
+        f"{int(count[i])} timed step(s) (fp16 loss scaling found overflowing gradients): they are left out of its "
+        "step time, which rests on the steps that updated (`timed_steps_measured`)."
+        for i, row in rows.iterrows()
+    ]
+
+
+def measurement_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
+    """One sentence (Markdown) per ``ok`` point with a ``measurement_note``: a measurement sweeper's own code failed
+    to take (a bug of sweeper's, not the configuration's); its other numbers stand. Empty when there is none."""
+    if "measurement_note" not in df.columns or not len(df):
+        return []
+    rows = df[(df["status"] == "ok") & df["measurement_note"].map(lambda v: not missing(v) and bool(str(v)))]
+    return [
+        f"{config_name(row, axes)} (point {code(str(row['point_id']))}): {escape(str(row['measurement_note']))}; "
+        "its other numbers stand."
+        for _, row in rows.iterrows()
+    ]
+
+
 def contention_method_note(df: pd.DataFrame) -> str:
     """The "How each number was measured" item on CPU contention (Markdown): what ``runqueue_wait_frac`` is, its
     source, and the threshold(s) ``timing.contention_warn_frac`` the points were judged against."""

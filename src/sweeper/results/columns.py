@@ -247,6 +247,10 @@ COLUMNS: tuple[Column, ...] = (
            "older records), a tie on throughput (sweeper.results.frontier)", lambda r: None),
     Column("timed_steps_measured", INT, "steps", "timed steps actually measured", "metrics.timed_steps"),
     Column("warmup_steps_dropped", INT, "steps", "warm-up steps dropped", "metrics.warmup_steps_dropped"),
+    Column("skipped_steps", INT, "steps", "timed steps whose optimizer update was skipped (fp16 loss-scale "
+           "overflow), left out of the step-time statistics; max over ranks", "metrics.skipped_steps"),
+    Column("measurement_note", STR, "", "a measurement sweeper's own code failed to take on an ok point (which, "
+           "where, why); the other numbers stand", "metrics.measurement_note"),
     Column("flops_per_token", FLOAT, "FLOP/token", "6N + 12 L a d s (PaLM), recompute not counted",
            "metrics.flops_per_token"),
     Column("mfu_peak_flop_per_s", FLOAT, "FLOP/s", "the peak MFU divides by", "metrics.mfu_peak_flops"),

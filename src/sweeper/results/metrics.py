@@ -3,11 +3,13 @@ contention, throughput, memory and the per-step series.
 
 Driver side, no torch. Conventions (each reported number says how it was measured):
 
-* step time: for each timed step, the slowest rank's wall time; then median, p10, p90 over the timed steps, and the
-  95 % confidence interval of the median (order statistics, distribution-free: :func:`sweeper.results.stats.median_ci`;
-  ``step_time_s_ci95_low``/``_high``, its real coverage ``step_time_ci95_coverage``, below 0.95 for fewer than 6
-  steps, and ``step_time_ci95_rel`` = half-width / median). ``timed_steps=auto`` times steps until that interval is
-  within ``timing.ci_rel`` of the median (``timed_stop``: ``ci``, or ``cap`` at ``timing.max_timed_steps``).
+* step time: for each timed step whose optimizer update ran (fp16 loss scaling skips the update of a step whose
+  gradients overflowed: such a step is left out and counted, ``skipped_steps``), the slowest rank's wall time;
+  then median, p10, p90 over the timed steps, and the 95 % confidence interval of the median (order statistics,
+  distribution-free: :func:`sweeper.results.stats.median_ci`; ``step_time_s_ci95_low``/``_high``, its real coverage
+  ``step_time_ci95_coverage``, below 0.95 for fewer than 6 steps, and ``step_time_ci95_rel`` = half-width /
+  median). ``timed_steps=auto`` times steps until that interval is within ``timing.ci_rel`` of the median
+  (``timed_stop``: ``ci``, or ``cap`` at ``timing.max_timed_steps``).
 * CPU contention (docs/measurement.md, "Contention"): ``runqueue_wait_frac`` = max over ranks of the rank's
   ``schedstat.runqueue_wait_s`` / ``schedstat.wall_s`` (:func:`runqueue_wait_frac`): the share of the timed window
   the rank's training thread spent runnable but not running (Linux schedstat, the kernel's
@@ -86,6 +88,21 @@ def step_statistics(per_rank_times_s: list[list[float]]) -> RecordMetrics | None
     return {**summarize_step_times(slowest), **step_time_ci(slowest), "timed_steps": n}
 
 
+def measurement_note(ranks: list[RankFile]) -> str | None:
+    """One sentence per contained fault of sweeper's own measurement code (``RankFile.harness_faults``): which
+    site, on which rank, at which step, and the exception; the point's other numbers stand. None when there was
+    none (and for older rank files)."""
+    parts = []
+    for r in sorted(ranks, key=_rank_order):
+        for n in r.get("harness_faults") or []:
+            at = f" at step {n['step']}" if n.get("step") is not None else ""
+            parts.append(
+                f"sweeper's own {n.get('site')} code failed on rank {r.get('rank')}{at} "
+                f"({n.get('exception_type')}: {str(n.get('message', ''))[:200]}): not measured, a bug of sweeper's"
+            )
+    return "; ".join(parts) or None
+
+
 def _number(v: Any) -> float | None:
     """``v`` as a finite float, or None (missing, a bool, not a number, NaN or infinite)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -134,6 +151,12 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> RecordMetrics:
     stops = {s for s in (r.get("timed_stop") for r in ranks) if s}
     if stops:
         m["timed_stop"] = stops.pop() if len(stops) == 1 else "mixed"  # one rule on one list: never mixed
+    skipped = [len(r["skipped_timed_steps"]) for r in ranks if isinstance(r.get("skipped_timed_steps"), list)]
+    if skipped:  # fp16 loss-scale overflow: timed steps without an update, left out of the statistics
+        m["skipped_steps"] = max(skipped)
+    note = measurement_note(ranks)
+    if note:
+        m["measurement_note"] = note
     frac = runqueue_wait_frac(ranks)
     if frac is not None:
         m["runqueue_wait_frac"] = frac
@@ -255,7 +278,8 @@ def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] 
     (float, seconds: the slowest rank's wall time of that step; for the timed steps the statistics use, the same
     number as their input, :func:`step_statistics`), ``loss`` (float or None: rank 0's logged training loss of
     that step; the lowest reporting rank's when rank 0 left no file), ``mem_high_water_bytes`` (int or None,
-    bytes: max over ranks of the memory high-water mark after that step); and ``mem_kind`` (str or None:
+    bytes: max over ranks of the memory high-water mark after that step), ``optimizer_step_skipped`` (bool or
+    None: some rank's optimizer skipped that step's update, fp16 loss scaling); and ``mem_kind`` (str or None:
     ``"cuda_max_allocated"`` or ``"rss_peak"``, :attr:`sweeper.results.rankfile.Series.mem_kind`).
 
     A rank that stopped early (or failed) gives fewer steps: each step takes the ranks that finished it, so a
@@ -266,6 +290,7 @@ def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] 
     """
     per_rank = [r.get("series") or {} for r in ranks]
     walls = [_list(s.get("step_wall_s")) for s in per_rank]
+    skips = [_list(s.get("optimizer_step_skipped")) for s in per_rank]
     mems = [_list(s.get("mem_high_water_bytes")) for s in per_rank]
     n = max((len(w) for w in walls), default=0)
     if n == 0:
@@ -282,4 +307,8 @@ def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] 
         "loss": [losses.get(i) for i in steps],
         "mem_high_water_bytes": [_max([m[i] for m in mems if i < len(m)]) for i in range(n)],
         "mem_kind": kinds[0] if kinds else None,
+        # True when any rank skipped that step's update (fp16 loss-scale overflow); None before rank files had it
+        "optimizer_step_skipped": [
+            any(bool(k[i]) for k in skips if i < len(k)) if any(i < len(k) for k in skips) else None for i in range(n)
+        ],
     }

@@ -53,6 +53,23 @@ class RankFailure(TypedDict, total=False):
     #: optimizer steps finished when the failing step began, i.e. the 0-based index of that step; None before the
     #: first step.
     step: int | None
+    #: only when the failure is a fault of sweeper's own code at this site (:data:`sweeper.job.faults.SITES`): the
+    #: driver records it as ``error`` / ``internal``.
+    site: str
+
+
+class HarnessNote(TypedDict, total=False):
+    """A contained fault of sweeper's own measurement code on a rank (``RankFile.harness_faults``,
+    :class:`sweeper.job.faults.Degradations`): that measurement is missing, the rest of the point's numbers stand."""
+
+    #: the site (:data:`sweeper.job.faults.SITES`).
+    site: str
+    #: ``type(e).__name__``.
+    exception_type: str
+    #: ``str(e)``, its first :data:`MESSAGE_CHARS` characters.
+    message: str
+    #: optimizer steps finished when it happened (0-based index of the running step); None outside training.
+    step: int | None
 
 
 class Schedstat(TypedDict, total=False):
@@ -95,6 +112,9 @@ class Series(TypedDict, total=False):
     mem_kind: str
     #: for each entry of ``RankFile.losses``, the 1-based optimizer step it was logged at.
     loss_steps: list[int]
+    #: for each finished step (same length as ``step_wall_s``): the optimizer's update was skipped (fp16 dynamic
+    #: loss scaling found inf/NaN gradients: accelerate's ``step_was_skipped``, DeepSpeed's ``overflow``).
+    optimizer_step_skipped: list[bool]
 
 
 class RankMemory(TypedDict, total=False):
@@ -160,8 +180,14 @@ class RankFile(TypedDict, total=False):
     #: Fewer than it was to run (:func:`sweeper.failures.attribution.steps_planned`) on an ``ok`` rank: it left
     #: early.
     steps_completed: int | None
-    #: seconds: wall time of each step of the timed window.
+    #: seconds: wall time of each step of the timed window whose optimizer update ran (skipped steps left out:
+    #: ``skipped_timed_steps``).
     step_times_s: list[float]
+    #: 0-based indices of the timed window's steps whose optimizer update was skipped (fp16 loss-scale overflow),
+    #: left out of ``step_times_s``.
+    skipped_timed_steps: list[int]
+    #: contained faults of sweeper's own measurement code (the point's other numbers stand).
+    harness_faults: list[HarnessNote]
     #: ``[start, stop]``: the timed window as 0-based step indices, ``[start, stop)`` (1-based steps ``start + 1``
     #: .. ``stop``); ``stop`` is None when the window never ended (``timed_steps=auto`` and the rank left training
     #: before the stop rule decided). With ``timed_steps=auto`` every rank ends it at the same step (the ranks

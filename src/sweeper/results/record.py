@@ -62,6 +62,11 @@ class RecordMetrics(TypedDict, total=False):
     step_time_ci95_coverage: float
     #: steps timed by every rank.
     timed_steps: int
+    #: timed steps whose optimizer update was skipped (fp16 loss-scale overflow), left out of the statistics; max
+    #: over ranks.
+    skipped_steps: int
+    #: contained faults of sweeper's own measurement code (what was not measured, and why); absent when none.
+    measurement_note: str
     #: tokens per optimizer step, all ranks: per_device_batch_size x seq_len x grad_accum x world_size.
     tokens_per_step: int
     #: tokens/s, all ranks (tokens_per_step / median step time).
