@@ -116,6 +116,32 @@ def test_arrays_split_at_max_array_size_and_a_refused_array_is_recorded_per_poin
     assert status.returncode == 0 and "pending" not in status.stdout, status.stdout  # no job: nothing waits
 
 
+def test_an_array_the_site_refuses_as_too_large_is_halved_until_it_is_accepted(tmp_path, shims):
+    """docs/cases.md#u19: the site's sbatch refuses an array index >= 2 while scontrol says MaxArraySize=10001 (or
+    cannot be read): the array of 3 is submitted again as 2 + 1, and no point is refused."""
+    _shim(
+        shims,
+        "sbatch",
+        'script="${@: -1}"\n'
+        'n=$(sed -n "s/^#SBATCH --array=0-\\([0-9]*\\).*/\\1/p" "$script")\n'
+        'if [ -n "$n" ] && [ "$n" -ge 2 ]; then echo "sbatch: error: Batch job submission failed: Invalid job array '
+        'specification" >&2; exit 1; fi',
+    )
+    sweep_dir = tmp_path / "sweep"
+    run = run_sweeper(
+        ["-m", "seed=0,1,2", *SLURM, "launcher.wait=false", f"hydra.sweep.dir={sweep_dir}"], tmp_path, timeout=300
+    )
+    submitted = json.loads((sweep_dir / "submitted.json").read_text())
+    try:
+        assert run.proc.returncode == 0, run.output[-3000:]
+        assert "an array of 3 is too large here; trying 2" in run.output
+        assert len(submitted) == 3 and len({e["job_id"].split("_")[0] for e in submitted.values()}) == 2
+        assert SweepDir(sweep_dir).records() == []  # nothing refused, nothing final yet
+    finally:
+        for e in submitted.values():
+            subprocess.run(["scancel", e["job_id"]], capture_output=True)
+
+
 def test_a_point_the_partition_can_never_run_is_refused_before_sbatch(tmp_path, short_partition):
     sweep_dir = tmp_path / "sweep"
     run = run_sweeper(

@@ -38,6 +38,9 @@ from sweeper.results.incomplete import incomplete
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 
+#: sbatch's words for an array above the site's ``MaxArraySize`` (SLURM 22-24).
+ARRAY_TOO_LARGE = "invalid job array specification"
+
 
 class PayloadNotPicklable(TypeError):
     """What would be sent to SLURM does not pickle (docs/cases.md#p08); the message names the object."""
@@ -191,8 +194,10 @@ class SlurmLauncher(Launcher):
         self, sweep: SweepDir, groups: dict, cluster: dict[str, Any], chunk: int | None
     ) -> tuple[list[Any], set[str]]:
         """Submit each resource group as job arrays of at most ``chunk`` tasks (the site's ``MaxArraySize``; one
-        array per group when None). An array ``sbatch`` refuses gets a final record for each of its points (``error``,
-        kind ``scheduler``, sbatch's message and what to change, :func:`refuse_array`) and one line in
+        array per group when None). An array sbatch calls an invalid array specification (the site's limit is lower
+        than ``scontrol`` said, or it could not be read) is halved and submitted again, down to one task. An array
+        ``sbatch`` refuses otherwise gets a final record for each of its points (``error``, kind ``scheduler``,
+        sbatch's message and what to change, :func:`refuse_array`) and one line in
         :data:`sweeper.results.incomplete.incomplete`; the other arrays are still submitted.
 
         Returns:
@@ -209,8 +214,9 @@ class SlurmLauncher(Launcher):
                 p = it["payload"]
                 check_picklable(p, f"the payload of point {p['point_id']} ({' '.join(p['overrides'])})")
             size = chunk or len(items)
-            for start in range(0, len(items), size):
-                part = items[start : start + size]
+            parts = [items[start : start + size] for start in range(0, len(items), size)]
+            while parts:
+                part = parts.pop(0)
                 payloads = [it["payload"] for it in part]
                 executor = submitit.SlurmExecutor(folder=sweep.slurm_job_dir("%j"), max_num_timeout=0)
                 executor.update_parameters(**{**part[0]["params"], "job_name": f"sweeper-{len(part)}pts"})
@@ -218,6 +224,12 @@ class SlurmLauncher(Launcher):
                 try:
                     group_jobs = executor.map_array(fn, payloads)
                 except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as e:
+                    if len(part) > 1 and ARRAY_TOO_LARGE in str(e).lower():
+                        # the site's limit is lower than it said (or it said nothing): halve the array and try again
+                        half = (len(part) + 1) // 2
+                        parts[:0] = [part[:half], part[half:]]
+                        print(f"sbatch: an array of {len(part)} is too large here; trying {half}", flush=True)
+                        continue
                     refused |= refuse_array(sweep, payloads, str(e))
                     continue
                 sweep.add_submitted(
