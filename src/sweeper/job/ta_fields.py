@@ -7,7 +7,8 @@ subprocess and caching its output (:mod:`sweeper.point.rules.ta_schema`).
 Output (one JSON object on stdout)::
 
     {"format": 1, "transformers": "5.24.0",
-     "fields": {"learning_rate": {"type": {"t": "float"}, "text": "float", "default": 5e-05, "has_default": true},
+     "fields": {"learning_rate": {"type": {"t": "float"}, "text": "float", "default": 5e-05, "has_default": true,
+                                  "help": "The initial learning rate for AdamW."},
                 ...}}
 
 Type descriptions (``"type"``), recursive: ``{"t": "bool" | "int" | "float" | "str" | "none" | "any" | "dict"}``,
@@ -29,7 +30,7 @@ import typing
 from typing import Any
 
 #: Version of this output's shape; part of the cache key, so a change of shape rebuilds every cache.
-FORMAT = 1
+FORMAT = 2
 
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str", type(None): "none"}
 
@@ -76,7 +77,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def fields() -> dict[str, Any]:
-    """The installed ``TrainingArguments``' init fields: type description, annotation text and default.
+    """The installed ``TrainingArguments``' init fields: type description, annotation text, default and help (the
+    field's ``metadata["help"]``, which says for example which fields the Trainer never reads).
 
     Raises:
         ImportError: transformers is not installed.
@@ -91,6 +93,7 @@ def fields() -> dict[str, Any]:
             continue
         tp = hints.get(f.name, Any)
         entry: dict[str, Any] = {"type": describe(tp), "text": _text(tp), "has_default": True}
+        entry["help"] = str((f.metadata or {}).get("help", ""))
         if f.default is not dataclasses.MISSING:
             entry["default"] = _jsonable(f.default)
         elif f.default_factory is not dataclasses.MISSING:

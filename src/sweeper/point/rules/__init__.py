@@ -3,6 +3,8 @@
 - :mod:`.values`: single keys and cross-key rules of sweeper's own keys (ranges, engines, dtype pairs);
 - :mod:`.cluster`: the cluster config's numbers (memory, bandwidths, price, counts) in range;
 - :mod:`.passthrough`: ``training_args`` against the keys sweeper owns and the installed ``TrainingArguments``;
+- :mod:`.unconsumed`: ``training_args`` entries the Trainer never reads for the point (they would change only the
+  label);
 - :mod:`.fsdp_config`: ``fsdp_config`` against ``fsdp``, ``gc``, the model and the keys transformers reads;
 - :mod:`.deepspeed_config`: ``deepspeed_config`` against ``zero``, the batch keys, ``precision``, ``training_args``
   and the keys DeepSpeed reads;
@@ -27,9 +29,22 @@ from sweeper.point.rules import (
     launcher,
     passthrough,
     planning,
+    unconsumed,
     values,
 )
 
 #: The modules whose rules run, in this order (a configuration error is named before a hardware limit, and both
 #: before a point is pruned).
-ORDER = (values, cluster, passthrough, fsdp_config, deepspeed_config, launcher, batch, hardware, known, planning)
+ORDER = (
+    values,
+    cluster,
+    passthrough,
+    unconsumed,
+    fsdp_config,
+    deepspeed_config,
+    launcher,
+    batch,
+    hardware,
+    known,
+    planning,
+)

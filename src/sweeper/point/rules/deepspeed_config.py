@@ -10,7 +10,6 @@ the HF integration's mismatch check at setup or silently changing what the label
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sweeper.config.spec import PointSpec, dotted_leaves
@@ -28,6 +27,7 @@ from sweeper.point.rules.known_keys import (
     DEEPSPEED_TOP_KEYS,
     DEEPSPEED_ZERO_KEYS,
 )
+from sweeper.point.rules.passthrough import show_value
 from sweeper.point.rules.ta_schema import training_args_schema
 
 #: DeepSpeed keys decided by sweeper's own keys (the rest of hf_matched_deepspeed comes from training_args).
@@ -39,13 +39,6 @@ LABEL_KEYS: dict[str, str] = {
     "bf16.enabled": "P12",
     "fp16.enabled": "P12",
 }
-
-
-def _show(value: Any) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _effective(spec: PointSpec) -> dict[str, Any]:
@@ -77,8 +70,8 @@ def _refuse(spec: PointSpec, found: list[tuple[str, Any, Any, tuple[str, ...]]],
     for path, value, required, keys in found:
         named = ", ".join(f"{k}={getattr(spec, k)}" if hasattr(spec, k) else k for k in keys)
         derived = required is not None and (len(keys) > 1 or "." in keys[0])  # not plain key=value: show it
-        need = f" (which make it {_show(required)})" if derived else ""
-        parts.append(f"deepspeed_config.{path}={_show(value)} contradicts {named}{need}")
+        need = f" (which make it {show_value(required)})" if derived else ""
+        parts.append(f"deepspeed_config.{path}={show_value(value)} contradicts {named}{need}")
     involved = [f"deepspeed_config.{p}" for p, *_ in found] + [k for *_, ks in found for k in ks]
     return "; ".join(parts) + f"; {fix}", tuple(dict.fromkeys(involved))
 

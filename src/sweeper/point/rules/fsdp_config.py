@@ -8,7 +8,6 @@ contradicts it is refused, so a label never differs from what ran.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sweeper.config.spec import PointSpec
@@ -16,6 +15,7 @@ from sweeper.config.target import Target
 from sweeper.point.gate import rule
 from sweeper.point.library_args import INVALID, fsdp_key, fsdp_restates, fsdp_value, fsdp_version, sweeper_fsdp_config
 from sweeper.point.rules.known_keys import FSDP1_ONLY_KEYS, FSDP_CONFIG_DEFAULTS
+from sweeper.point.rules.passthrough import show_value
 
 #: fsdp_config keys that decide the strategy or how it runs (after the ``fsdp_`` prefix is stripped).
 STRATEGY_KEYS = ("reshard_after_forward", "sharding_strategy", "version", "xla", "xla_fsdp_v2", "xla_fsdp_grad_ckpt")
@@ -24,13 +24,6 @@ OWNED_KEYS: dict[str, tuple[tuple[str, ...], str]] = {
     "activation_checkpointing": (("gc",), "gc (FSDP-native activation checkpointing under FSDP)"),
     "transformer_layer_cls_to_wrap": (("model",), "the model's decoder_layer (the FSDP auto-wrap unit)"),
 }
-
-
-def _show(value: Any) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 @rule(
@@ -88,7 +81,7 @@ def _fsdp_strategy(spec: PointSpec, _: Target):
     if not bad:
         return None
     parts = [
-        f"fsdp_config.{k}={_show(spec.fsdp_config[k])} contradicts fsdp={spec.fsdp}: "
+        f"fsdp_config.{k}={show_value(spec.fsdp_config[k])} contradicts fsdp={spec.fsdp}: "
         f"{_strategy_fix(spec, fsdp_key(k), spec.fsdp_config[k])}"
         for k in sorted(bad)
     ]
@@ -112,8 +105,8 @@ def _fsdp_owned(spec: PointSpec, _: Target):
     for k in bad:
         owners, what = OWNED_KEYS[fsdp_key(k)]
         parts.append(
-            f"fsdp_config.{k}={_show(spec.fsdp_config[k])} differs from what sweeper sets from {what} "
-            f"({_show(ours[fsdp_key(k)])}); set {', '.join(owners)} instead"
+            f"fsdp_config.{k}={show_value(spec.fsdp_config[k])} differs from what sweeper sets from {what} "
+            f"({show_value(ours[fsdp_key(k)])}); set {', '.join(owners)} instead"
             + (" (gc=true|false)" if owners == ("gc",) else " (model=<architecture>)")
         )
     keys = [f"fsdp_config.{k}" for k in bad] + [o for k in bad for o in OWNED_KEYS[fsdp_key(k)][0]]

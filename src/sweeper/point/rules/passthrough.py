@@ -19,7 +19,8 @@ from sweeper.point.rules.known_keys import OWNED_TRAINING_ARGS, TIMED_WINDOW_PRE
 from sweeper.point.rules.ta_schema import conforms, training_args_schema, type_text
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A value as a refusal shows it: JSON where it can (``true``, ``"x"``, ``[1, 2]``), else its ``repr``."""
     try:
         return json.dumps(value)
     except (TypeError, ValueError):
@@ -31,7 +32,7 @@ def _defaults() -> dict[str, Any] | None:
     return schema.defaults() if schema is not None else None
 
 
-def _changed(spec: PointSpec, fields: list[str]) -> list[str]:
+def changed_fields(spec: PointSpec, fields: list[str]) -> list[str]:
     """The ``fields`` of ``spec.training_args`` that do not merely restate sweeper's value or the default."""
     if not fields:
         return []
@@ -46,12 +47,12 @@ def _changed(spec: PointSpec, fields: list[str]) -> list[str]:
     "sweeper.job.trainer_setup.training_arguments (OWNED_TRAINING_ARGS in point/rules/known_keys.py)",
 )
 def _owned_training_args(spec: PointSpec, _: Target):
-    bad = _changed(spec, sorted(set(spec.training_args) & set(OWNED_TRAINING_ARGS)))
+    bad = changed_fields(spec, sorted(set(spec.training_args) & set(OWNED_TRAINING_ARGS)))
     if not bad:
         return None
     parts = [
-        f"training_args.{f}={_show(spec.training_args[f])} is set by sweeper from {', '.join(OWNED_TRAINING_ARGS[f])}; "
-        f"set {', '.join(OWNED_TRAINING_ARGS[f])} instead"
+        f"training_args.{f}={show_value(spec.training_args[f])} is set by sweeper from "
+        f"{', '.join(OWNED_TRAINING_ARGS[f])}; set {', '.join(OWNED_TRAINING_ARGS[f])} instead"
         for f in bad
     ]
     keys = [f"training_args.{f}" for f in bad] + [k for f in bad for k in OWNED_TRAINING_ARGS[f]]
@@ -70,10 +71,12 @@ def _timed_window(field: str) -> bool:
     "docs/cases.md#t06",
 )
 def _timed_window_training_args(spec: PointSpec, _: Target):
-    bad = _changed(spec, sorted(f for f in spec.training_args if _timed_window(f) and f not in OWNED_TRAINING_ARGS))
+    bad = changed_fields(
+        spec, sorted(f for f in spec.training_args if _timed_window(f) and f not in OWNED_TRAINING_ARGS)
+    )
     if not bad:
         return None
-    shown = ", ".join(f"training_args.{f}={_show(spec.training_args[f])}" for f in bad)
+    shown = ", ".join(f"training_args.{f}={show_value(spec.training_args[f])}" for f in bad)
     return (
         f"{shown}: sweeper owns tracking, saving and logging (nothing may run inside the timed window, and "
         "trackers such as W&B are written on the driver from the records, never from the ranks); remove "
@@ -132,9 +135,9 @@ def _ill_typed_training_args(spec: PointSpec, _: Target):
     for f in bad:
         field = schema.fields[f]
         value = spec.training_args[f]
-        default = f", default {_show(field.default)}" if field.has_default else ""
+        default = f", default {show_value(field.default)}" if field.has_default else ""
         parts.append(
-            f"training_args.{f}={_show(value)} ({type(value).__name__}) cannot be TrainingArguments.{f}, "
+            f"training_args.{f}={show_value(value)} ({type(value).__name__}) cannot be TrainingArguments.{f}, "
             f"which is {type_text(field.type)} ({field.text}{default})"
         )
     return (

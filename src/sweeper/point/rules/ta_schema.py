@@ -27,7 +27,7 @@ from sweeper.results.atomic import write_json_atomic
 #: The helper module run as a subprocess (the rank side: it may import transformers).
 HELPER = "sweeper.job.ta_fields"
 #: Shape version of the helper's output (``sweeper.job.ta_fields.FORMAT``; not imported: that module is rank-side).
-FORMAT = 1
+FORMAT = 2
 #: Seconds the helper may take (importing transformers and torch on a slow, busy machine).
 HELPER_TIMEOUT_S = 300
 
@@ -45,6 +45,7 @@ class Field:
         type: its type description (see :mod:`sweeper.job.ta_fields`).
         text: the annotation as written, e.g. ``"float"``, ``"SchedulerType | str"``.
         default: its default value (JSON data), when :attr:`has_default`.
+        help: the field's help text in the installed transformers (``metadata["help"]``).
     """
 
     name: str
@@ -52,6 +53,7 @@ class Field:
     text: str
     default: Any = None
     has_default: bool = False
+    help: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,12 @@ class Schema:
             if not isinstance(entry, dict) or not isinstance(entry.get("type"), dict) or "t" not in entry["type"]:
                 raise ValueError(f"field {name!r} has no type description")
             fields[name] = Field(
-                name, entry["type"], str(entry.get("text", "")), entry.get("default"), bool(entry.get("has_default"))
+                name,
+                entry["type"],
+                str(entry.get("text", "")),
+                entry.get("default"),
+                bool(entry.get("has_default")),
+                str(entry.get("help", "")),
             )
         if not fields:
             raise ValueError("no fields")
