@@ -14,13 +14,15 @@ FAST = ["timed_steps=3", "warmup_steps=1", "profile_steps=0", "profile_trace=fal
 
 
 def test_a_setting_without_effect_does_not_make_a_second_point(sweeper_cli):
-    """T09: use_reentrant does nothing without checkpointing, so the two grid points are one configuration."""
-    run = sweeper_cli("-m", "gc=false", "use_reentrant=false,true", *FAST)
+    """T09: use_reentrant does nothing without checkpointing, so the grid points are one configuration; and what
+    transformers resolves to the same model config (Llama's default rope_theta, as an int and as a float) is the
+    same point too (the pre-flight's resolved objects, sweeper.job.preflight_resolved)."""
+    run = sweeper_cli("-m", "gc=false", "use_reentrant=false,true", "+model.config.rope_theta=10000,10000.0", *FAST)
     assert run.proc.returncode == 0, run.output[-3000:]
     records = SweepDir(run.sweep_dir).records()
     assert len(records) == 1 and records[0].status == "ok"
     assert len(pd.read_csv(run.sweep_dir / "results.csv")) == 1
-    assert "[2/2]" in run.output  # Hydra still launched both; the second found the first's record
+    assert "[4/4]" in run.output  # Hydra still launched all four; the later ones found the first's record
 
 
 def test_a_rerun_with_a_new_budget_replaces_the_timed_out_record_keeping_its_history(sweeper_cli):

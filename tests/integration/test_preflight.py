@@ -50,7 +50,27 @@ REFUSED = [
         ["fsdp_config.min_num_params"],
         "read only with fsdp_config.auto_wrap_policy=SIZE_BASED_WRAP",
     ),
+    # parsed by DeepSpeed, never consumed on the Trainer's path (sweeper.job.preflight_resolved.DEEPSPEED_UNCONSUMED)
+    (
+        "ds-unconsumed",
+        dict(zero=2, deepspeed_config={"dataloader_drop_last": True}),
+        ["deepspeed_config.dataloader_drop_last"],
+        "accelerate passes no training_data",
+    ),
+    (
+        "ds-unconsumed",
+        dict(zero=1, deepspeed_config={"pipeline": {"activation_checkpoint_interval": 2}}),
+        ["deepspeed_config.pipeline.activation_checkpoint_interval"],
+        "only for a PipelineModule",
+    ),
+    (
+        "ds-unconsumed",
+        dict(zero=2, deepspeed_config={"data_efficiency": {"data_sampling": {"num_workers": 2}}}),
+        ["deepspeed_config.data_efficiency.data_sampling.num_workers"],
+        "never builds",
+    ),
 ]
+RULES = {"u01": preflight.RULE_NO_EFFECT, "ds-unconsumed": preflight.RULE_UNCONSUMED}
 
 
 @pytest.mark.parametrize(("case", "overrides", "keys", "words"), REFUSED)
@@ -59,7 +79,7 @@ def test_the_libraries_refuse_the_point_naming_the_sweeper_key(case, overrides, 
     assert e is not None, case
     assert list(e.keys) == keys and (e.status, e.kind) == ("invalid", "config"), case
     assert words in str(e) and str(e).startswith(keys[0]), (case, str(e))
-    assert e.rule == (preflight.RULE_NO_EFFECT if case == "u01" else preflight.RULE_LIBRARY)
+    assert e.rule == RULES.get(case, preflight.RULE_LIBRARY)
 
 
 @pytest.mark.parametrize(
@@ -73,10 +93,49 @@ def test_the_libraries_refuse_the_point_naming_the_sweeper_key(case, overrides, 
         dict(zero=1),
         dict(callbacks=[{"_target_": "tests.faults.HangRank", "at_step": 2, "rank": 1}]),
         dict(seed=2**32 - 1, training_args={"dataloader_num_workers": 0, "max_grad_norm": 0.5}),
+        dict(zero=2, deepspeed_config={"dataloader_drop_last": False}),  # DeepSpeed's default: restated, not refused
     ],
 )
 def test_what_the_libraries_accept_passes(overrides):
     assert preflight.refusal(spec(**overrides), CPU) is None
+
+
+# (what the libraries resolve to the point without it, the same point written plainly)
+RESOLVED_EQUAL = [
+    # HF's "auto" reduce_bucket_size is hidden² (64² for the tiny model)
+    (dict(zero=2, deepspeed_config={"zero_optimization": {"reduce_bucket_size": 4096}}), dict(zero=2)),
+    (dict(zero=2, deepspeed_config={"zero_optimization": {"offload_optimizer": {"device": "none"}}}), dict(zero=2)),
+    (dict(zero=2, deepspeed_config={"dataloader_drop_last": False}), dict(zero=2)),
+    (dict(model={"config": {"rope_theta": 10000.0}}), {}),  # Llama's default
+    (dict(model={"config": {"rope_theta": 10000}}), {}),
+]
+
+
+@pytest.mark.parametrize(("given", "plain"), RESOLVED_EQUAL)
+def test_two_points_whose_resolved_objects_are_equal_are_one_point(given, plain):
+    from sweeper.point.identity import point_id
+    from sweeper.point.lifecycle import identity_of
+
+    a, b = spec(**given), spec(**plain)
+    assert point_id(a) != point_id(b)  # the specs differ as written
+    assert identity_of(a, CPU) == identity_of(b, CPU)
+    assert preflight.restating(a) and identity_of(a) == identity_of(b)  # remembered for the process
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        dict(zero=2, deepspeed_config={"zero_optimization": {"reduce_bucket_size": 8192}}),
+        dict(model={"config": {"rope_theta": 500000.0}}),
+        dict(training_args={"max_grad_norm": 0.5}),
+    ],
+)
+def test_an_entry_the_libraries_resolve_differently_is_a_point_of_its_own(given):
+    from sweeper.point.lifecycle import identity_of
+
+    plain = {k: v for k, v in given.items() if k == "zero"}
+    assert not preflight.restating(spec(**given), CPU)
+    assert identity_of(spec(**given), CPU) != identity_of(spec(**plain), CPU)
 
 
 def test_a_refused_single_point_exits_2_before_any_rank_and_a_grid_records_it_as_config(sweeper_cli):

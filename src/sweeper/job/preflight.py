@@ -17,7 +17,11 @@ themselves, as the ranks would meet them:
    DeepSpeed's own ``DeepSpeedConfig`` (pydantic);
 6. every ``fsdp_config`` entry changes accelerate's FSDP plugin arguments (``TrainingArguments.fsdp_plugin_args``)
    or is refused as having no effect, with the setting under which transformers would read it, found by asking it
-   (:data:`SWITCHES`).
+   (:data:`SWITCHES`);
+7. a ``deepspeed_config`` entry DeepSpeed parses but the Trainer's path never consumes is refused
+   (:data:`sweeper.job.preflight_resolved.DEEPSPEED_UNCONSUMED`);
+8. for an accepted point, the entries whose removal leaves every resolved object equal (``restating``,
+   :func:`sweeper.job.preflight_resolved.restating`): the driver drops them from the point's identity.
 
 A refusal names the sweeper key: the library's message says which field, or else the key is found by building the
 point again without each passthrough entry (or with each ``model.config`` value the command line changed put back):
@@ -25,7 +29,8 @@ the entry whose removal makes the library accept the point is named.
 
 Protocol: one JSON request per stdin line, ``{"points": [{"spec": {...}, "device": "cpu"|"cuda"}, ...]}``; one JSON
 line per request on stdout, ``{"format": 1, "results": [{"refusal": null | {"keys": [...], "message": "...",
-"check": "..."}, "notes": [...]}, ...]}``. Everything the libraries print goes to stderr.
+"check": "..."}, "notes": [...], "restating": ["training_args.…", ...]}, ...]}``. Everything the libraries print
+goes to stderr.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from sweeper.job.preflight_checks import (
     meta_model_of,
     no_deepspeed_global,
 )
+from sweeper.job.preflight_resolved import check_deepspeed_unconsumed, restating
 
 #: Version of the output's shape.
 FORMAT = 1
@@ -81,11 +87,18 @@ def _examine(spec: Any, device: str) -> dict[str, Any]:
                 check_dataloader(spec, args)
                 if spec.zero:
                     check_deepspeed(spec, args, model)
+                    check_deepspeed_unconsumed(spec, args, model)
                 if spec.fsdp != "none" and spec.fsdp_config:
                     check_fsdp_effect(spec, args)
     except Refused as r:
         return {"refusal": {"keys": list(r.keys), "message": r.message, "check": r.check}, "notes": notes}
-    return {"refusal": None, "notes": notes}
+    same: list[str] = []
+    if args is not None:
+        try:
+            same = restating(spec, args.use_cpu, model)
+        except Exception as e:  # noqa: BLE001 - the identity stays the spec's own; the point is not refused for it
+            notes.append(f"resolved objects not compared: {error_text(e)}")
+    return {"refusal": None, "notes": notes, "restating": same}
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ SWITCHES: dict[str, list[Any]] = {
 
 
 #: ``output_dir`` of the TrainingArguments built here (never written: nothing trains or saves).
-_OUT = os.path.join(os.environ.get("TMPDIR", "/tmp"), "sweeper-preflight")
+OUT_DIR = os.path.join(os.environ.get("TMPDIR", "/tmp"), "sweeper-preflight")
 
 
 class Refused(Exception):
@@ -205,7 +205,7 @@ def no_deepspeed_global() -> Iterator[None]:
         unset_hf_deepspeed_config()
 
 
-def _passthrough(spec: Any) -> list[tuple[str, str, Any]]:
+def passthrough_leaves(spec: Any) -> list[tuple[str, str, Any]]:
     """Every passthrough leaf as ``(section, dotted path inside it, value)``."""
     from sweeper.config.spec import dotted_leaves
 
@@ -216,7 +216,7 @@ def _passthrough(spec: Any) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _without(spec: Any, section: str, path: str) -> Any:
+def without_entry(spec: Any, section: str, path: str) -> Any:
     """``spec`` without the passthrough leaf ``<section>.<path>``."""
     tree = copy.deepcopy(getattr(spec, section))
     node = tree
@@ -230,14 +230,14 @@ def _without(spec: Any, section: str, path: str) -> Any:
 def _attribute(spec: Any, build: Callable[[Any], Any], e: BaseException, sections: tuple[str, ...]) -> tuple[str, ...]:
     """The passthrough keys (dotted, with their section) ``e`` is about: named in its message, else the one whose
     removal lets ``build`` succeed."""
-    leaves = [(s, p, v) for s, p, v in _passthrough(spec) if s in sections]
+    leaves = [(s, p, v) for s, p, v in passthrough_leaves(spec) if s in sections]
     named = [f"{s}.{p}" for s, p, _ in leaves if p.rsplit(".", 1)[-1] in str(e)]
     if named:
         return tuple(named)
     for s, p, _ in leaves:
         try:
             with no_deepspeed_global():
-                build(_without(spec, s, p))
+                build(without_entry(spec, s, p))
             return (f"{s}.{p}",)
         except Exception:  # noqa: BLE001 - still refused without it: not this key
             continue
@@ -255,7 +255,7 @@ def check_training_args(spec: Any, device: str, notes: list[str]) -> Any:
     use_cpu = device == "cpu" or not torch.cuda.is_available()
 
     def build(s: Any) -> Any:
-        return training_arguments(s, _OUT, use_cpu)
+        return training_arguments(s, OUT_DIR, use_cpu)
 
     try:
         return build(spec)
@@ -301,7 +301,7 @@ def check_deepspeed(spec: Any, args: Any, model: Any) -> None:
         DeepSpeedConfig(hf.config)
     except Exception as e:
         keys = _pydantic_keys(spec, e) or tuple(
-            f"deepspeed_config.{p}" for s, p, _ in _passthrough(spec) if s == "deepspeed_config"
+            f"deepspeed_config.{p}" for s, p, _ in passthrough_leaves(spec) if s == "deepspeed_config"
         )
         keys = keys or ("deepspeed_config",)
         raise Refused(keys, f"{_label(spec, keys)}: DeepSpeed refuses its config: {error_text(e)}", "deepspeed") from e
@@ -312,7 +312,7 @@ def _pydantic_keys(spec: Any, e: BaseException) -> tuple[str, ...]:
     errors = getattr(e, "errors", None)
     if not callable(errors):
         return ()
-    mine = [p for s, p, _ in _passthrough(spec) if s == "deepspeed_config"]
+    mine = [p for s, p, _ in passthrough_leaves(spec) if s == "deepspeed_config"]
     out = []
     for err in errors():
         loc = ".".join(str(x) for x in err.get("loc", ()))
@@ -328,14 +328,14 @@ def check_fsdp_effect(spec: Any, args: Any) -> None:
 
     def plugin(s: Any) -> Any:
         with no_deepspeed_global():
-            a = training_arguments(s, _OUT, True)
+            a = training_arguments(s, OUT_DIR, True)
         return a.fsdp_plugin_args, {k: a.fsdp_config.get(k) for k in ("xla", "xla_fsdp_v2", "xla_fsdp_grad_ckpt")}
 
     full = plugin(spec)
     for key, value in spec.fsdp_config.items():
         if fsdp_restates(spec, key, value):
             continue  # restates what sweeper sets: dropped from the identity, never refused
-        without = _without(spec, "fsdp_config", key)
+        without = without_entry(spec, "fsdp_config", key)
         if plugin(without) != full:
             continue
         raise Refused(
@@ -352,7 +352,7 @@ def _condition(spec: Any, key: str) -> str:
     from sweeper.job.trainer_setup import training_arguments
 
     def plugin(s: Any) -> Any:
-        return training_arguments(s, _OUT, True).fsdp_plugin_args
+        return training_arguments(s, OUT_DIR, True).fsdp_plugin_args
 
     for switch, values in SWITCHES.items():
         if switch == key:
@@ -360,7 +360,7 @@ def _condition(spec: Any, key: str) -> str:
         for v in values:
             trial = dataclasses.replace(spec, fsdp_config={**spec.fsdp_config, switch: v})
             try:
-                if plugin(trial) != plugin(_without(trial, "fsdp_config", key)):
+                if plugin(trial) != plugin(without_entry(trial, "fsdp_config", key)):
                     return f"; it is read only with fsdp_config.{switch}={v}"
             except Exception:  # noqa: BLE001 - that switch value is refused itself: try the next
                 continue

@@ -16,6 +16,11 @@ hashing:
   that restate what sweeper sets itself or the library default it leaves in place (see
   :func:`sweeper.point.library_args.redundant_passthrough`: ``+deepspeed_config.zero_optimization.stage=2`` with
   ``zero=2``, ``+training_args.report_to=none``, ``+fsdp_config.reshard_after_forward=true`` with full_shard);
+- **what the libraries resolve to the same objects is the same point**: the pre-flight builds each point's
+  ``TrainingArguments``, DeepSpeed's parse of its config and its model config with and without each entry, and the
+  entries that change none of them are dropped too (``restating``, :func:`sweeper.point.preflight.restating`):
+  ``+deepspeed_config.zero_optimization.reduce_bucket_size=4096`` on a hidden-64 model (what ``"auto"`` resolves
+  to), ``+model.config.rope_theta=10000.0`` on a Llama (its default);
 - **one spelling per key**: ``fsdp_config`` keys lose the ``fsdp_`` prefix transformers strips
   (``fsdp_cpu_offload`` is ``cpu_offload``).
 
@@ -36,8 +41,14 @@ BUDGET_FIELDS: frozenset[str] = frozenset(
 )
 
 
-def normalised(spec: PointSpec) -> dict[str, Any]:
-    """The spec as its identity: budgets removed, settings without effect reset (see the module doc).
+#: The spec field of each section a ``restating`` key starts with.
+_SECTIONS = {"training_args": "training_args", "deepspeed_config": "deepspeed_config", "model.config": "model_config"}
+
+
+def normalised(spec: PointSpec, restating: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The spec as its identity: budgets removed, settings without effect reset (see the module doc);
+    ``restating``: dotted keys (``training_args.…``, ``deepspeed_config.…``, ``model.config.…``) the libraries
+    resolve to what the point is without them (the pre-flight's answer), dropped too.
 
     Returns:
         A plain dict (JSON-serialisable), the input of :func:`point_id`.
@@ -57,6 +68,10 @@ def normalised(spec: PointSpec) -> dict[str, Any]:
         data["deepspeed_config"] = {}
     for section, keys in redundant_passthrough(spec).items():
         data[section] = _drop(data[section], keys)
+    for prefix, section in _SECTIONS.items():
+        keys = {k[len(prefix) + 1 :] for k in restating if k.startswith(f"{prefix}.")}
+        if keys:
+            data[section] = _drop(data[section], keys)
     data["fsdp_config"] = {fsdp_key(k): v for k, v in data["fsdp_config"].items()}
     return data
 
@@ -76,12 +91,13 @@ def _drop(mapping: dict[str, Any], dotted: set[str]) -> dict[str, Any]:
     return out
 
 
-def canonical_json(spec: PointSpec) -> str:
+def canonical_json(spec: PointSpec, restating: frozenset[str] = frozenset()) -> str:
     """The normalised spec as canonical JSON (sorted keys, no whitespace): the input of :func:`point_id`."""
-    return json.dumps(normalised(spec), sort_keys=True, separators=(",", ":"), default=str)
+    return json.dumps(normalised(spec, restating), sort_keys=True, separators=(",", ":"), default=str)
 
 
-def point_id(spec: PointSpec) -> str:
+def point_id(spec: PointSpec, restating: frozenset[str] = frozenset()) -> str:
     """12 hex digits of SHA-256 over :func:`canonical_json`: equal identities share an id, any change of what
-    runs gives a new one."""
-    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:12]
+    runs gives a new one. ``restating``: the pre-flight's entries without effect (:func:`normalised`); the driver
+    passes :func:`sweeper.point.preflight.restating` (:func:`sweeper.point.lifecycle.identity_of`)."""
+    return hashlib.sha256(canonical_json(spec, restating).encode()).hexdigest()[:12]

@@ -184,6 +184,13 @@ def _still_pruned(spec: PointSpec, target: Target) -> bool:
     return False
 
 
+def identity_of(spec: PointSpec, target: Target | None = None) -> str:
+    """The point id of ``spec``: :func:`sweeper.point.identity.point_id` without the entries the libraries resolve
+    to what the point is without them (:func:`sweeper.point.preflight.restating`, asked for ``target``; without
+    one, what this process was already told). Every id the driver gives a point comes from here."""
+    return point_id(spec, preflight.restating(spec, target))
+
+
 def begin(
     spec: PointSpec,
     overrides: list[str],
@@ -194,7 +201,8 @@ def begin(
 ) -> Prepared | Record:
     """Everything before the ranks start.
 
-    1. identity: the point id of the normalised spec (:mod:`sweeper.point.identity`);
+    1. identity: the point id of the normalised spec, without the entries the libraries resolve away
+       (:func:`identity_of`);
     2. a final record already there is returned as it is (resume), unless its status is in ``rerun``
        (``launcher.rerun_statuses``: the old record is kept as ``result.<n>.json`` and the point runs again), or it
        is ``pruned`` and the gate would not prune it now (``prune``, ``cluster`` and ``plan`` are not part of the
@@ -210,7 +218,7 @@ def begin(
         A :class:`Record` when the point must not run now, else a :class:`Prepared` point.
     """
     sweep = sweep.resolved()
-    pid = point_id(spec)
+    pid = identity_of(spec, target)
     pdir = sweep.point(pid)
     status = sweep.final_status(pid, rerun)
     if status == "pruned" and not _still_pruned(spec, target):
@@ -328,7 +336,7 @@ def not_recorded(spec: PointSpec, overrides: list[str], sweep: SweepDir, exc: OS
         f"not recorded: {write_error_text(exc)} ({outcome}free space, then run the same command with "
         f"hydra.sweep.dir={sweep.path} to resume: this point runs again)"
     )
-    return Record(status="pending", reason=reason, **_base(sweep, point_id(spec), overrides, spec, {}))
+    return Record(status="pending", reason=reason, **_base(sweep, identity_of(spec), overrides, spec, {}))
 
 
 def internal_error(
@@ -347,7 +355,7 @@ def internal_error(
     """
     import traceback
 
-    pid = point_id(spec)
+    pid = identity_of(spec)
     try:
         predicted = predicted_for(spec, target_for(spec, "local", cluster))
     except Exception as e:  # noqa: BLE001 - target_for reads library versions; nothing may stop this record

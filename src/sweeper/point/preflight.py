@@ -6,7 +6,10 @@ process (``python -m sweeper.job.preflight``, which builds the point's ``Trainin
 arguments, DeepSpeed config, model on the meta device and callbacks). :func:`warm_up` starts it early (when a sweep
 opens), so its imports overlap Hydra's composition; :func:`refusal` asks it about one point and caches the answer
 for the process. A refusal is an :class:`~sweeper.point.gate.InvalidPoint` with status ``invalid``, kind ``config``
-and rule :data:`RULE_LIBRARY` (a library refuses a value) or :data:`RULE_NO_EFFECT` (an entry that changes nothing).
+and rule :data:`RULE_LIBRARY` (a library refuses a value), :data:`RULE_NO_EFFECT` (an entry that changes nothing) or
+:data:`RULE_UNCONSUMED` (a DeepSpeed block the Trainer's path never consumes). :func:`restating` gives the entries of
+an accepted point that change none of its resolved library objects: :func:`sweeper.point.identity.point_id` leaves
+them out, so two points whose resolved objects are equal are one point.
 
 The pre-flight never stops a sweep by its own fault: a worker that cannot start, dies or answers nothing within
 :data:`TIMEOUT_S` is said once on stderr and the points go on to the ranks (which still report what fails, later).
@@ -33,7 +36,9 @@ FORMAT = 1
 #: Seconds the worker may take for one request (the first one imports torch, transformers and DeepSpeed).
 TIMEOUT_S = 300.0
 #: Rule ids of the pre-flight's refusals (docs/gate.md).
-RULE_LIBRARY, RULE_NO_EFFECT = "F01", "F02"
+RULE_LIBRARY, RULE_NO_EFFECT, RULE_UNCONSUMED = "F01", "F02", "F03"
+#: The worker's check names of the rules other than :data:`RULE_LIBRARY`.
+_RULES = {"fsdp_effect": RULE_NO_EFFECT, "ds_unconsumed": RULE_UNCONSUMED}
 
 
 class _Worker:
@@ -89,6 +94,8 @@ class _Worker:
 _worker: _Worker | None = None
 _broken: list[str] = []
 _answers: dict[str, dict[str, Any]] = {}
+_restated: dict[str, frozenset[str]] = {}
+_bases: dict[str, dict[str, Any]] = {}
 
 
 def warm_up() -> None:
@@ -111,24 +118,69 @@ def _give_up(why: str) -> None:
     _broken.append(why)
 
 
-def refusal(spec: PointSpec, target: Target) -> InvalidPoint | None:
-    """What the libraries refuse in ``spec`` on ``target`` (see the module doc), or None when they accept it or the
-    pre-flight could not run. Cached per process."""
-    key = json.dumps([spec.to_dict(), target.device_type], sort_keys=True, default=str)
+def _answer(spec: PointSpec, device_type: str) -> dict[str, Any] | None:
+    """The worker's answer for ``spec`` on ``device_type`` (asked once per process), or None when the pre-flight
+    cannot run."""
+    key = json.dumps([spec.to_dict(), device_type], sort_keys=True, default=str)
     if key not in _answers:
         warm_up()
         if _worker is None or _broken:
             return None
         try:
-            (_answers[key],) = _worker.ask([{"spec": spec.to_dict(), "device": target.device_type}])
+            (_answers[key],) = _worker.ask([{"spec": spec.to_dict(), "device": device_type}])
         except (RuntimeError, ValueError) as e:
             _give_up(str(e))
             return None
-    found = _answers[key].get("refusal")
+        _restated[_spec_key(spec)] = frozenset(_answers[key].get("restating") or ())
+    return _answers[key]
+
+
+def refusal(spec: PointSpec, target: Target) -> InvalidPoint | None:
+    """What the libraries refuse in ``spec`` on ``target`` (see the module doc), or None when they accept it or the
+    pre-flight could not run. Cached per process."""
+    answer = _answer(spec, target.device_type)
+    found = answer.get("refusal") if answer else None
     if not found:
         return None
-    rule = RULE_NO_EFFECT if found.get("check") == "fsdp_effect" else RULE_LIBRARY
+    rule = _RULES.get(str(found.get("check")), RULE_LIBRARY)
     return InvalidPoint(str(found["message"]), tuple(found["keys"]), status="invalid", kind="config", rule=rule)
+
+
+def _spec_key(spec: PointSpec) -> str:
+    return json.dumps(spec.to_dict(), sort_keys=True, default=str)
+
+
+def _model_base(model: str) -> dict[str, Any]:
+    """``conf/model/<model>.yaml``'s ``config`` (cached; ``{}`` for a model without a file)."""
+    if model not in _bases:
+        from omegaconf import OmegaConf
+
+        from sweeper.paths import conf_dir
+
+        path = conf_dir() / "model" / f"{model}.yaml"
+        loaded = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
+        base = loaded.get("config") if isinstance(loaded, dict) else None
+        _bases[model] = dict(base) if isinstance(base, dict) else {}
+    return _bases[model]
+
+
+def may_restate(spec: PointSpec) -> bool:
+    """Whether ``spec`` has an entry the libraries could resolve to what it is without it: a ``training_args`` or
+    ``deepspeed_config`` entry, or a ``model.config`` key its model's config file does not have."""
+    base = _model_base(spec.model)
+    return bool(spec.training_args or spec.deepspeed_config or any(k not in base for k in spec.model_config))
+
+
+def restating(spec: PointSpec, target: Target | None = None) -> frozenset[str]:
+    """The dotted keys of ``spec``'s entries that change none of its resolved library objects
+    (:func:`sweeper.job.preflight_resolved.restating`, asked of the worker for ``target``); without a ``target``,
+    only what this process was already told about ``spec``. Empty for a refused point, a point without such entries,
+    or when the pre-flight cannot run (then the identity is the spec's own, :mod:`sweeper.point.identity`)."""
+    if not may_restate(spec):
+        return frozenset()
+    if target is not None:
+        _answer(spec, target.device_type)
+    return _restated.get(_spec_key(spec), frozenset())
 
 
 def reset() -> None:
@@ -139,4 +191,5 @@ def reset() -> None:
         _worker.close()
     _worker = None
     _answers.clear()
+    _restated.clear()
     _broken.clear()

@@ -32,8 +32,7 @@ from sweeper.config.spec import PointSpec, from_config, replay_command
 from sweeper.launchers.slurm.accounting import reconcile, sacct
 from sweeper.launchers.slurm.site import Site, array_chunk, never_runs, read_site, sbatch_fix, sbatch_message
 from sweeper.point.gate import InvalidPoint
-from sweeper.point.identity import point_id
-from sweeper.point.lifecycle import Prepared, begin, refusal_record, target_for, write
+from sweeper.point.lifecycle import Prepared, begin, identity_of, refusal_record, target_for, write
 from sweeper.results.incomplete import incomplete
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
@@ -136,12 +135,12 @@ class SlurmLauncher(Launcher):
         for idx, (overrides, cfg) in enumerate(zip(job_overrides, configs, strict=True)):
             ov = list(filter_overrides(overrides))
             spec = from_config(cfg)
-            pid = point_id(spec)
+            target = target_for(spec, "slurm", cluster)
+            pid = identity_of(spec, target)
             if pid in seen:  # the same configuration as an earlier point of this grid (identity.py)
                 status = f"same point as {pid}"
             else:
                 seen.add(pid)
-                target = target_for(spec, "slurm", cluster)
                 outcome = begin(spec, ov, sweep, target, rerun, pending_elsewhere=alive)
                 if isinstance(outcome, Record):
                     status = outcome.status
