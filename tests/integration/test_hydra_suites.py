@@ -118,17 +118,23 @@ def _sweep(hydra_sweep_runner, tmp_path: Path, task_function, *overrides: str):
     )
 
 
-def _slurm_ids(_cfg) -> tuple[str, str]:
-    """A task function returning its SLURM array job id and task id (module-level, so cloudpickle sends it by
-    reference: the job imports this module; the tests run from the repository root, the jobs' working directory)."""
-    return os.environ["SLURM_ARRAY_JOB_ID"], os.environ["SLURM_ARRAY_TASK_ID"]
+def _slurm_ids():
+    """A task function returning its SLURM array job id and task id. Made inside a function, so cloudpickle sends it
+    by value (the job need not import this test module)."""
+
+    def task(_cfg) -> tuple[str, str]:
+        return os.environ["SLURM_ARRAY_JOB_ID"], os.environ["SLURM_ARRAY_TASK_ID"]
+
+    return task
 
 
 @pytest.mark.slurm
 @NEEDS_DEV_SLURM
 @pytest.mark.usefixtures("hydra_restore_singletons")
 def test_the_runs_are_tasks_of_one_slurm_array_with_the_launchers_cluster_parameters(hydra_sweep_runner, tmp_path):
-    with _sweep(hydra_sweep_runner, tmp_path, _slurm_ids, "+a=0,1", "hydra.launcher.cluster.time_limit_min=3") as sweep:
+    with _sweep(
+        hydra_sweep_runner, tmp_path, _slurm_ids(), "+a=0,1", "hydra.launcher.cluster.time_limit_min=3"
+    ) as sweep:
         returns = sweep.returns[0]
         script = "".join(p.read_text() for p in (tmp_path / "slurm").glob("*/*_submission.sh"))
     arrays = {r.return_value[0] for r in returns}
@@ -177,7 +183,7 @@ def test_a_batch_that_cannot_run_is_refused_before_any_sbatch(hydra_sweep_runner
     def holds_a_lock(_cfg) -> bool:  # a closure over a lock: cloudpickle cannot send it
         return lock.locked()
 
-    task = _slurm_ids if override else holds_a_lock
+    task = _slurm_ids() if override else holds_a_lock
     with pytest.raises(error, match=says):
         with _sweep(hydra_sweep_runner, tmp_path, task, "+a=0", *([override] if override else [])):
             pass

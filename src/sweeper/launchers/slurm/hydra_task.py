@@ -13,10 +13,13 @@ submitit pickles the callable with cloudpickle: a task function defined in ``__m
 by value, one in an importable module by reference (the job must be able to import it). Each job is one SLURM task
 with the parameters of ``hydra.launcher.cluster`` (:class:`sweeper.config.sections.ClusterConfig`: ``partition``,
 ``account``, ``cpus_per_task``, ``mem``, ``setup``, ...); ``time_limit_min`` null is :data:`TASK_TIME_LIMIT_MIN`.
+A job SLURM ends (time limit, memory, scancel) raises submitit's error in the submitting process; submitit requeues a
+preempted job from its start (its default for a callable without ``checkpoint``).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,8 +87,8 @@ def launch_tasks(launcher: SlurmLauncher, job_overrides: Any, initial_job_idx: i
         ValueError: the partition can never run such a job (``never_runs``: too long, a partition that does not
             exist), before any sbatch.
         submitit.core.utils.FailedSubmissionError: sbatch refused the array.
-        submitit.core.utils.FailedJobError: a job ended without returning (killed, time limit, a task function
-            that cannot be unpickled there).
+        submitit.core.utils.UncompletedJobError / FailedJobError: a job ended without returning (``scancel``,
+            time limit, memory kill, a task function that cannot be unpickled there).
     """
     import cloudpickle  # submitit's own pickler
     import submitit
@@ -95,10 +98,9 @@ def launch_tasks(launcher: SlurmLauncher, job_overrides: Any, initial_job_idx: i
     cluster = from_mapping(ClusterConfig, launcher.task_cluster)
     time_min = cluster.time_limit_min if cluster.time_limit_min is not None else TASK_TIME_LIMIT_MIN
     site, _ = read_site()
-    key = "hydra.launcher.cluster.time_limit_min"
-    cannot = never_runs(site, cluster.partition, 1, int(time_min), key)
-    if cannot is not None:
-        raise ValueError(cannot[0].replace("cluster.", "hydra.launcher.cluster."))
+    cannot = never_runs(site, cluster.partition, 1, int(time_min), "cluster.time_limit_min")
+    if cannot is not None:  # the message names the grid's keys (cluster.<key>); here they are the launcher's
+        raise ValueError(re.sub(r"(?<![\w.])cluster\.", "hydra.launcher.cluster.", cannot[0]))
     fn = HydraTaskJob(launcher.hydra_context, launcher.config, launcher.task_function)
     state = Singleton.get_state()
     try:
