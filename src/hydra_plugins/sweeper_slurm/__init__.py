@@ -3,13 +3,20 @@
 - :class:`SweeperSlurmLauncher` (``hydra/launcher=sweeper_slurm``, selected by ``launcher=slurm``),
 - :class:`SweeperBasicSweeper` (``hydra/sweeper=sweeper_basic``, the default): Hydra's basic sweeper, with the
   batch validated by :func:`sweeper.config.compose.compose_points` (one composition per group choice, not per point).
+
+Their config nodes are stored when Hydra imports this module (plugin discovery, before it composes any config), so
+any Hydra app can select them; Hydra's launcher and sweeper test suites run against both
+(tests/integration/test_hydra_suites.py).
 """
 
 from collections.abc import Sequence
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
+from sweeper.config.schema import register_plugin_configs
 from sweeper.launchers.slurm.submit import SlurmLauncher
+
+register_plugin_configs()
 
 
 class SweeperSlurmLauncher(SlurmLauncher):

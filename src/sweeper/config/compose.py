@@ -36,11 +36,14 @@ def compose_points(
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException
 
-    from sweeper.config.schema import batch_size_error, timed_steps_error
+    from sweeper.config.schema import batch_size_error, is_sweeper_config, timed_steps_error
 
     key = (id(master_config), tuple(tuple(o) for o in job_overrides))
-    if key in _LAST:  # the sweeper validated this batch; the launcher asks for the same configs again
-        return _LAST[key]
+    cached = _LAST.get(key)
+    # the sweeper validated this batch; the launcher asks for the same configs again. The config is kept with its
+    # entry: an id is unique only while its object lives (a later multirun in the same process, Hydra's test suites)
+    if cached is not None and cached[0] is master_config:
+        return cached[1]
     parser = OverridesParser.create()
     repo = config_loader.repository
     base: dict[tuple[str, ...], DictConfig] = {}
@@ -58,16 +61,18 @@ def compose_points(
             base[groups] = full
         cfg = copy.deepcopy(base[groups])
         ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
-        bad = batch_size_error(cfg.get("per_device_batch_size")) or timed_steps_error(cfg.get("timed_steps"))
+        bad = is_sweeper_config(cfg) and (
+            batch_size_error(cfg.get("per_device_batch_size")) or timed_steps_error(cfg.get("timed_steps"))
+        )
         if bad:  # the schema types these keys int | str (for "auto"); any other string is refused here
             raise ConfigCompositionException(f"{bad} (overrides: {' '.join(overrides)})")
         out.append(cfg)
     _LAST.clear()
-    _LAST[key] = out
+    _LAST[key] = (master_config, out)
     return out
 
 
-_LAST: dict[tuple, list[DictConfig]] = {}
+_LAST: dict[tuple, tuple[DictConfig, list[DictConfig]]] = {}
 
 
 def plain_node(node: Any, *, resolve: bool = True, enum_to_str: bool = False) -> dict[str, Any]:

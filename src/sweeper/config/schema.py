@@ -256,9 +256,33 @@ def schema_node() -> Any:
     """The schema as an OmegaConf node that the command line can override: the sections the point spec and the
     target hold as frozen dataclasses (``cluster``, ``plan``, ``timing``) would otherwise be read-only nodes
     (OmegaConf makes a frozen dataclass read-only); their values are still typed and validated."""
+    return _writable_node(SweeperConfig)
+
+
+def is_sweeper_config(cfg: Any) -> bool:
+    """Whether ``cfg`` (a composed config) was composed from this schema (``conf/config.yaml``), not another Hydra
+    app's config that selected sweeper's plugins (``hydra/sweeper=sweeper_basic``, ``hydra/launcher=sweeper_slurm``):
+    only sweeper's own points are checked, gated and recorded as points."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.get_type(cfg) is SweeperConfig
+
+
+@dataclass
+class SlurmLauncherConf:
+    """``hydra/launcher=sweeper_slurm``. sweeper's own points take the cluster from the app's ``cluster=<name>``;
+    another Hydra app's task function (:mod:`sweeper.launchers.slurm.hydra_task`) takes it from
+    ``hydra.launcher.cluster.<key>`` (partition, account, time_limit_min, ...), one SLURM task per job."""
+
+    _target_: str = "hydra_plugins.sweeper_slurm.SweeperSlurmLauncher"
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+
+def _writable_node(cls: type) -> Any:
+    """``OmegaConf.structured(cls)`` with every nested frozen section writable (its values still typed)."""
     from omegaconf import DictConfig, OmegaConf
 
-    node = OmegaConf.structured(SweeperConfig, flags={"readonly": False})
+    node = OmegaConf.structured(cls, flags={"readonly": False})
 
     def writable(n: Any) -> None:
         for key in n:
@@ -271,9 +295,25 @@ def schema_node() -> Any:
     return node
 
 
+def register_plugin_configs() -> None:
+    """Register the nodes of sweeper's two Hydra plugins: ``hydra/launcher=sweeper_slurm`` and
+    ``hydra/sweeper=sweeper_basic``.
+
+    Called by :func:`register_configs` and when Hydra imports :mod:`hydra_plugins.sweeper_slurm` (plugin discovery,
+    before any config is composed), so any Hydra app can select them, as Hydra's own plugins are selected."""
+    cs = ConfigStore.instance()
+    cs.store(group="hydra/launcher", name="sweeper_slurm", node=_writable_node(SlurmLauncherConf))
+    cs.store(
+        group="hydra/sweeper",
+        name="sweeper_basic",
+        node={"_target_": "hydra_plugins.sweeper_slurm.SweeperBasicSweeper", "max_batch_size": None, "params": None},
+    )
+
+
 def register_configs() -> None:
-    """Register the schema as ``sweeper_schema`` (used by ``conf/config.yaml``'s defaults list) and every named
-    grid in ``sweeps/*.yaml`` as an option of the ``sweeps`` group (``+sweeps=fsdp-gc``)."""
+    """Register the schema as ``sweeper_schema`` (used by ``conf/config.yaml``'s defaults list), every named
+    grid in ``sweeps/*.yaml`` as an option of the ``sweeps`` group (``+sweeps=fsdp-gc``) and the plugins' nodes
+    (:func:`register_plugin_configs`)."""
     from omegaconf import OmegaConf
 
     from sweeper.paths import sweeps_dir
@@ -284,13 +324,4 @@ def register_configs() -> None:
     cs.store(name="sweeper_schema", node=schema_node())
     for path in sorted(sweeps_dir().glob("*.yaml")):
         cs.store(group="sweeps", name=path.stem, node=OmegaConf.load(path), package="_global_")
-    cs.store(
-        group="hydra/launcher",
-        name="sweeper_slurm",
-        node={"_target_": "hydra_plugins.sweeper_slurm.SweeperSlurmLauncher"},
-    )
-    cs.store(
-        group="hydra/sweeper",
-        name="sweeper_basic",
-        node={"_target_": "hydra_plugins.sweeper_slurm.SweeperBasicSweeper", "max_batch_size": None, "params": None},
-    )
+    register_plugin_configs()

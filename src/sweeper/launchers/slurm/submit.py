@@ -8,7 +8,8 @@ a small callable with plain data (docs/cases.md#p08, pickle-checked first), the 
 still queued.
 
 One array per resource shape (ranks per node x nodes); each array task is one point, each of its SLURM tasks one
-rank (:mod:`sweeper.launchers.slurm.in_job`).
+rank (:mod:`sweeper.launchers.slurm.in_job`). Another Hydra app's config (not sweeper's schema) goes to
+:mod:`sweeper.launchers.slurm.hydra_task`, which runs that app's task function in the jobs.
 """
 
 from __future__ import annotations
@@ -58,20 +59,34 @@ def check_picklable(obj: Any, what: str) -> None:
 
 
 def executor_parameters(cluster: ClusterConfig | Mapping[str, Any], spec: PointSpec, n_tasks: int) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters for points shaped like ``spec`` (sbatch names in the comments), from the
-    cluster's typed config (the schema's defaults for what it does not say; ``time_limit_min=null`` is derived from
-    the point's ``timeout_s``, rounded up to whole minutes).
+    """submitit SlurmExecutor parameters for points shaped like ``spec`` (:func:`sbatch_parameters`; the point's
+    ``nodes`` and ``ranks_per_node``, and ``time_limit_min=null`` derived from its ``timeout_s``, rounded up to
+    whole minutes).
 
     Raises:
         TypeError: a cluster key the schema does not have.
     """
     c = from_mapping(ClusterConfig, cluster)
     limit_min = c.time_limit_min if c.time_limit_min is not None else max(1, math.ceil(spec.timeout_s / 60))
+    return sbatch_parameters(c, spec.nodes, spec.ranks_per_node, int(limit_min), n_tasks)
+
+
+def sbatch_parameters(
+    cluster: ClusterConfig | Mapping[str, Any], nodes: int, tasks_per_node: int, time_min: int, n_tasks: int
+) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters (sbatch names in the comments) for jobs of ``nodes`` x ``tasks_per_node``
+    SLURM tasks and ``time_min`` minutes, from the cluster's typed config (the schema's defaults for what it does not
+    say); ``n_tasks`` names the job.
+
+    Raises:
+        TypeError: a cluster key the schema does not have.
+    """
+    c = from_mapping(ClusterConfig, cluster)
     params: dict[str, Any] = dict(
-        nodes=spec.nodes,  # --nodes
-        ntasks_per_node=spec.ranks_per_node,  # --ntasks-per-node: one task per rank
+        nodes=nodes,  # --nodes
+        ntasks_per_node=tasks_per_node,  # --ntasks-per-node: one task per rank
         cpus_per_task=int(c.cpus_per_task),
-        time=int(limit_min),  # --time, minutes
+        time=int(time_min),  # --time, minutes
         signal_delay_s=int(c.signal_delay_s),  # --signal=USR2@<s>
         array_parallelism=int(c.array_parallelism),  # --array=...%<n>
         job_name=f"sweeper-{n_tasks}pts",
@@ -103,18 +118,31 @@ def job_callable(cluster: ClusterConfig | Mapping[str, Any]) -> Any:
 class SlurmLauncher(Launcher):
     """Hydra launcher plugin (``hydra/launcher=sweeper_slurm``, selected by ``launcher=slurm``)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, cluster: Any = None, **kwargs: Any) -> None:
+        """``cluster``: ``hydra.launcher.cluster``, the SLURM parameters of another app's task jobs (sweeper's own
+        points take ``cluster=<name>`` of the app's config instead)."""
         self.config: DictConfig | None = None
         self.hydra_context: Any = None
+        self.task_function: Any = None
+        self.task_cluster = plain_node(cluster) if cluster is not None else {}
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
         self.hydra_context = hydra_context
+        self.task_function = task_function
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
+        """Submit the batch: sweeper's grid points (a config of sweeper's schema) as described in the module doc;
+        any other app's task function as one SLURM job per run (:func:`sweeper.launchers.slurm.hydra_task.launch_tasks`,
+        blocking until every job returned)."""
         from sweeper.config.compose import compose_points
+        from sweeper.config.schema import is_sweeper_config
 
         assert self.config is not None
+        if not is_sweeper_config(self.config):
+            from sweeper.launchers.slurm.hydra_task import launch_tasks
+
+            return launch_tasks(self, job_overrides, initial_job_idx)
         sweep = SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
         cluster = plain_node(self.config.cluster)
         launcher = plain_node(self.config.launcher)
