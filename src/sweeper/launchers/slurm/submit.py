@@ -33,7 +33,7 @@ from sweeper.launchers.slurm.accounting import reconcile, sacct
 from sweeper.launchers.slurm.site import Site, array_chunk, never_runs, read_site, sbatch_fix, sbatch_message
 from sweeper.point.gate import InvalidPoint
 from sweeper.point.identity import point_id
-from sweeper.point.lifecycle import Prepared, begin, refusal_record, target_for, write
+from sweeper.point.lifecycle import Prepared, begin_many, refusal_record, target_for, write
 from sweeper.results.incomplete import incomplete
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
@@ -113,7 +113,7 @@ class SlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        from sweeper.config.compose import compose_points
+        from sweeper.config.compose import compose_containers
 
         assert self.config is not None
         sweep = SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
@@ -132,17 +132,26 @@ class SlurmLauncher(Launcher):
         seen: set[str] = set()
         site: Site | None = None
         site_note: str | None = None
-        configs = compose_points(self.hydra_context.config_loader, self.config, job_overrides)
-        for idx, (overrides, cfg) in enumerate(zip(job_overrides, configs, strict=True)):
-            ov = list(filter_overrides(overrides))
+        configs = compose_containers(self.hydra_context.config_loader, self.config, job_overrides)
+        points: list[tuple[list[str], PointSpec, str, bool]] = []  # overrides, spec, id, a repeat of an earlier point
+        for overrides, cfg in zip(job_overrides, configs, strict=True):
             spec = from_config(cfg)
             pid = point_id(spec)
-            if pid in seen:  # the same configuration as an earlier point of this grid (identity.py)
+            points.append((list(filter_overrides(overrides)), spec, pid, pid in seen))
+            seen.add(pid)
+        started = iter(
+            begin_many(
+                [(spec, ov, target_for(spec, "slurm", cluster)) for ov, spec, _, again in points if not again],
+                sweep,
+                rerun,
+                pending_elsewhere=alive,
+            )
+        )
+        for idx, (ov, spec, pid, again) in enumerate(points):
+            if again:  # the same configuration as an earlier point of this grid (identity.py)
                 status = f"same point as {pid}"
             else:
-                seen.add(pid)
-                target = target_for(spec, "slurm", cluster)
-                outcome = begin(spec, ov, sweep, target, rerun, pending_elsewhere=alive)
+                outcome = next(started)
                 if isinstance(outcome, Record):
                     status = outcome.status
                     if status == "pending":
