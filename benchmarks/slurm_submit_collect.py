@@ -156,7 +156,18 @@ def main() -> int:
         help="only the submission, with the default wandb=auto and with wandb=off, alternating (--repeats pairs)",
     )
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--collection-only", action="store_true", help="only the collection of --records synthetic records"
+    )
     args = parser.parse_args()
+    if args.collection_only:  # needs no cluster
+        with tempfile.TemporaryDirectory() as tmp:
+            write_s, report_s, status_s = bench_collection(args.records, Path(tmp))
+            print(
+                f"{args.records} result files: written in {write_s:.1f} s; report built in {report_s:.1f} s "
+                f"(goal < 2 s); sweeper.status in {status_s:.1f} s"
+            )
+        return 0
     if not os.environ.get("SLURM_CONF"):
         print('needs SLURM_CONF: eval "$(bash slurm/dev-cluster.sh start | tail -n 1)"', file=sys.stderr)
         return 2
