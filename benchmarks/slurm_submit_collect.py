@@ -48,7 +48,7 @@ def bench_submission(n: int, workdir: Path, wandb: str | None = None) -> tuple[f
     env = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}  # the product's own default decides
     workdir = Path(tempfile.mkdtemp(dir=workdir))
     t0 = time.perf_counter()
-    out = subprocess.run(
+    done = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -64,12 +64,14 @@ def bench_submission(n: int, workdir: Path, wandb: str | None = None) -> tuple[f
         env=env,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
+    )
     wall = time.perf_counter() - t0
-    arrays = re.findall(r"sbatch: array (\d+) with (\d+) task\(s\) in ([\d.]+) s", out)
+    arrays = re.findall(r"sbatch: array (\d+) with (\d+) task\(s\) in ([\d.]+) s", done.stdout)
     for array, _, _ in arrays:
         subprocess.run(["scancel", array], check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {done.stdout[-1500:]}{done.stderr[-1500:]}")
+    out = done.stdout
     assert sum(int(k) for _, k, _ in arrays) == n, out[-2000:]
     return wall, sum(float(t) for _, _, t in arrays) if arrays else None
 
