@@ -2,7 +2,8 @@
 
 - :class:`SweeperSlurmLauncher` (``hydra/launcher=sweeper_slurm``, selected by ``launcher=slurm``),
 - :class:`SweeperBasicSweeper` (``hydra/sweeper=sweeper_basic``, the default): Hydra's basic sweeper, with the
-  batch validated by :func:`sweeper.config.compose.compose_points` (one composition per group choice, not per point).
+  batch validated by :func:`sweeper.config.compose.compose_containers` (one composition per group choice, not
+  per point).
 
 Their config nodes are stored when Hydra imports this module (plugin discovery, before it composes any config), so
 any Hydra app can select them; Hydra's launcher and sweeper test suites run against both
@@ -28,8 +29,8 @@ class SweeperBasicSweeper(BasicSweeper):
     starts, but fast (see :mod:`sweeper.config.compose`)."""
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from sweeper.config.compose import compose_points
+        from sweeper.config.compose import compose_containers
 
         if self.hydra_context is None or self.config is None:  # set by Hydra's setup() before any sweep
             raise RuntimeError("SweeperBasicSweeper.validate_batch_is_legal called before setup()")
-        compose_points(self.hydra_context.config_loader, self.config, batch)
+        compose_containers(self.hydra_context.config_loader, self.config, batch)

@@ -17,12 +17,10 @@ Nothing here imports torch. Every outcome is a record; nothing raises for a fail
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, replay_command
@@ -32,7 +30,8 @@ from sweeper.point import preflight
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
-from sweeper.results.atomic import write_error_text, write_json_atomic
+from sweeper.point.prediction import predicted_for
+from sweeper.results.atomic import write_error_text, write_json_atomic_many
 from sweeper.results.rankfile import RankFile, read_rank_steps
 from sweeper.results.record import Record, RecordNotWritten
 from sweeper.results.sweepdir import SPEC_FILE, SweepDir
@@ -118,50 +117,6 @@ def _base(
     )
 
 
-def predicted_for(spec: PointSpec, target: Target, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The capacity-planning model's numbers for ``spec`` on ``target``, as ``Record.predicted`` holds them
-    (:meth:`sweeper.capacity.predict.Prediction.to_record`: flat JSON, keys without the ``predicted_`` prefix).
-
-    Throughput needs the device's peak FLOP/s. A CPU has no datasheet peak, so when the model finds none and
-    ``metrics`` (a finished point's measurements) holds the matmul peak the point measured for its MFU
-    (``mfu_peak_flops``, ``mfu_peak_source``), the prediction is made again with that peak: a CPU point's
-    predicted tokens/s uses its own measured matmul peak (``docs/planning.md``).
-
-    With ``spec.prune`` and no device capacity known (``fits`` None: no ``cluster.gpu_mem_gib``), ``note`` says the
-    point was not pruned and why.
-
-    Never raises: the model itself does not, and anything unexpected (a bug in it, a value JSON cannot hold)
-    becomes a dict with only a ``note`` saying so, since a prediction must never cost a point its record.
-    """
-    try:
-        from sweeper.capacity.predict import predict
-
-        pred = predict(spec, target)
-        peak = (metrics or {}).get("mfu_peak_flops")
-        if getattr(pred, "peak_flops", None) is None and _positive(peak):
-            source = (metrics or {}).get("mfu_peak_source") or "measured matmul peak of this point"
-            pred = predict(spec, target, measured_peak_flops=float(peak), peak_source=str(source))
-        out = json.loads(json.dumps(pred.to_record(), default=str))
-        if not isinstance(out, dict):
-            raise TypeError(f"Prediction.to_record() gave a {type(out).__name__}, not a dict")
-    except Exception as e:  # noqa: BLE001 - a bug in the model must not cost the point its record
-        return {"note": f"no prediction: the capacity model failed on this point (a bug): {type(e).__name__}: {e}"}
-    if spec.prune and out.get("fits") is None:
-        why = (
-            "no device memory is known (set cluster.gpu_mem_gib)"
-            if out.get("device_mem_bytes") is None
-            else "the model could not predict its memory"
-        )
-        note = f"prune=true but not pruned: whether it fits is unknown, {why}"
-        out["note"] = f"{out['note']}; {note}" if out.get("note") else note
-    return out
-
-
-def _positive(x: object) -> TypeGuard[float]:
-    """``x`` is a finite number above 0 (an int or a float, not a bool)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-
-
 def refusal_record(base: dict[str, Any], err: InvalidPoint, predicted: dict[str, Any] | None = None) -> Record:
     """The record of a point the gate refused: status ``invalid``/``unsupported`` (or ``pruned``: predicted not to
     fit, see :mod:`sweeper.point.rules.planning`), the keys and rule named, and the point's ``predicted`` numbers."""
@@ -217,9 +172,65 @@ def begin(
     Returns:
         A :class:`Record` when the point must not run now, else a :class:`Prepared` point.
     """
+    return begin_many([(spec, overrides, target)], sweep, rerun, pending_elsewhere)[0]
+
+
+def begin_many(
+    points: Sequence[tuple[PointSpec, list[str], Target]],
+    sweep: SweepDir,
+    rerun: frozenset[str] = frozenset(),
+    pending_elsewhere: frozenset[str] = frozenset(),
+) -> list[Prepared | Record]:
+    """:func:`begin` for each ``(spec, overrides, target)`` of a batch (a SLURM submission), in order, with the same
+    steps and outcome per point; the points that pass the gate meet the pre-flight together (one message to its
+    worker, :func:`sweeper.point.preflight.refusals`) and their ``spec.json`` files are written concurrently (one
+    journal commit for many fsyncs, :func:`sweeper.results.atomic.write_json_atomic_many`).
+
+    Raises:
+        OSError: a ``spec.json`` the filesystem refused (the first in point order), as :func:`begin` does.
+    """
     sweep = sweep.resolved()
+    # the entries the libraries resolve away are not identity (identity_of): asked first, for the points that have any
+    preflight.refusals([(spec, target) for spec, _, target in points if preflight.may_restate(spec)])
+    out: list[Prepared | Record | None] = []
+    gated: list[int] = []
+    for i, (spec, overrides, target) in enumerate(points):
+        found = _settled(spec, overrides, sweep, target, rerun, pending_elsewhere)
+        if found is None:
+            try:
+                check(spec, target)
+                gated.append(i)
+            except InvalidPoint as e:
+                found = _refuse(sweep, spec, overrides, target, e)
+        out.append(found)
+    answers = preflight.refusals([(points[i][0], points[i][2]) for i in gated])
+    ready: list[Prepared] = []
+    for i, refused in zip(gated, answers, strict=True):
+        spec, overrides, target = points[i]
+        if refused is not None:
+            out[i] = _refuse(sweep, spec, overrides, target, refused)
+        else:
+            prepared = Prepared(sweep, identity_of(spec), list(overrides), spec, target)
+            out[i] = prepared
+            ready.append(prepared)
+    for p in ready:
+        p.pdir.mkdir(parents=True, exist_ok=True)
+        for stale in [*p.pdir.glob("rank*.json"), *p.pdir.glob("rank*.step"), *p.pdir.glob(".*.tmp")]:
+            stale.unlink(missing_ok=True)  # left by an interrupted attempt (a killed driver or rank, a full disk)
+    write_json_atomic_many([(p.pdir / SPEC_FILE, p.spec.to_dict()) for p in ready])
+    return [o for o in out if o is not None]
+
+
+def _settled(
+    spec: PointSpec,
+    overrides: list[str],
+    sweep: SweepDir,
+    target: Target,
+    rerun: frozenset[str],
+    pending_elsewhere: frozenset[str],
+) -> Record | None:
+    """Steps 2-3 of :func:`begin`: the point's final record (resume), its unwritten ``pending`` record, or None."""
     pid = identity_of(spec, target)
-    pdir = sweep.point(pid)
     status = sweep.final_status(pid, rerun)
     if status == "pruned" and not _still_pruned(spec, target):
         sweep.set_aside(pid)  # history kept: decide again
@@ -232,20 +243,13 @@ def begin(
             predicted=predicted_for(spec, target),
             **_base(sweep, pid, overrides, spec, {}),
         )
-    try:
-        check(spec, target)
-        refused = preflight.refusal(spec, target)
-        if refused is not None:
-            raise refused
-    except InvalidPoint as e:
-        base = _base(sweep, pid, overrides, spec, None)
-        return write(sweep, refusal_record(base, e, predicted_for(spec, target)))
-    prepared = Prepared(sweep, pid, list(overrides), spec, target)
-    pdir.mkdir(parents=True, exist_ok=True)
-    for stale in [*pdir.glob("rank*.json"), *pdir.glob("rank*.step"), *pdir.glob(".*.tmp")]:
-        stale.unlink(missing_ok=True)  # left by an interrupted earlier attempt (a killed driver or rank, a full disk)
-    write_json_atomic(pdir / SPEC_FILE, spec.to_dict())
-    return prepared
+    return None
+
+
+def _refuse(sweep: SweepDir, spec: PointSpec, overrides: list[str], target: Target, err: InvalidPoint) -> Record:
+    """Write and return the refusal record of a point the gate or the pre-flight refused (step 4 of :func:`begin`)."""
+    base = _base(sweep, identity_of(spec), overrides, spec, None)
+    return write(sweep, refusal_record(base, err, predicted_for(spec, target)))
 
 
 def finish(

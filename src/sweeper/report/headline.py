@@ -88,6 +88,26 @@ def _some(pids: list[str], names: dict[str, str]) -> str:
     return shown + (f" and {len(pids) - MAX_TIED:,} more" if len(pids) > MAX_TIED else "")
 
 
+class _Names(dict[str, str]):
+    """Point id -> :func:`config_name` of the ``ok`` rows (``_pid`` column), each made when first asked: a
+    10,000-point table names only the few points the answer shows."""
+
+    def __init__(self, ok: pd.DataFrame, axes: Sequence[str]) -> None:
+        super().__init__()
+        self.ok, self.axes = ok, axes
+        self.where = {pid: k for k, pid in enumerate(ok["_pid"])}
+
+    def __missing__(self, pid: str) -> str:
+        if pid not in self.where:
+            raise KeyError(pid)
+        (_, row), *_ = self.ok.iloc[[self.where[pid]]].iterrows()  # as iterrows gives it: the table's own values
+        self[pid] = config_name(row, self.axes)
+        return self[pid]
+
+    def get(self, pid: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return self[pid] if pid in self.where else default
+
+
 def _flag(v: object) -> bool:
     return not missing(v) and bool(v)
 
@@ -110,9 +130,7 @@ def contended_involved(ok: pd.DataFrame, best: pd.Series, tied: Sequence[str]) -
         else pd.Series(float("nan"), index=ok.index)
     )
     out = []
-    for i, row in ok.iterrows():
-        if not _flag(row["contended"]):
-            continue
+    for i, row in ok[ok["contended"].map(_flag).astype(bool)].iterrows():  # the contended rows only
         f = frac[i]
         reaches = pd.isna(f) or f >= 1 or row["_tps"] / (1 - f) >= best["_tps"]
         if row["_pid"] == best["_pid"] or row["_pid"] in tied or reaches:
@@ -151,9 +169,15 @@ def answer(
     ok = df[measured].assign(_tps=tps[measured], _mem=mem[measured], _pid=df.loc[measured, "point_id"].astype(str))
     out: list[str] = []
     if len(ok):
-        ties = mark_ties(df)
-        names = {pid: config_name(row, axes) for pid, (_, row) in zip(ok["_pid"], ok.iterrows(), strict=True)}
+        names = _Names(ok, axes)
         fastest = ok.sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable").iloc[0]
+        least = ok.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
+        fitting = [
+            (label, cap, ok[ok["_mem"] <= cap].sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable"))
+            for label, cap in capacities(df, device_mem_gib)
+        ]
+        named = {fastest.name, least.name, *(fits.index[0] for _, _, fits in fitting if len(fits))}
+        ties = mark_ties(df, rows=pd.Series(df.index.isin(list(named)), index=df.index))
         parts = [f"Fastest: {names[fastest['_pid']]} ({_numbers(fastest, unit)})"]
         tied = _tied(ties, fastest)
         if tied:
@@ -161,14 +185,12 @@ def answer(
         if not bool(fastest["on_frontier"]):
             parts[0] += ", but off the frontier: a tied point needs less memory"
         parts[0] += _unsure(ok, fastest, tied, names)
-        least = ok.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
         parts.append(f"least memory: {names[least['_pid']]} ({_numbers(least, unit)})")
         mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
         same = [t for t in _tied(ties, least) if mems.get(t) == least["_mem"]]
         if same:
             parts[-1] += f", tied with {_some(same, names)} (same memory, overlapping ranges)"
-        for label, cap in capacities(df, device_mem_gib):
-            fits = ok[ok["_mem"] <= cap].sort_values(["_tps", "_pid"], ascending=[False, True], kind="stable")
+        for label, cap, fits in fitting:
             where = f"{escape(label)} ({num(cap, unit[1], 3, zeros=True)} {unit[0]})"
             if len(fits):
                 best = fits.iloc[0]

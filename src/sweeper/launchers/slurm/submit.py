@@ -30,10 +30,12 @@ from omegaconf import DictConfig
 from sweeper.config.compose import plain_node
 from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, from_config, replay_command
+from sweeper.config.target import Target
 from sweeper.launchers.slurm.accounting import reconcile, sacct
 from sweeper.launchers.slurm.site import Site, array_chunk, never_runs, read_site, sbatch_fix, sbatch_message
+from sweeper.point import preflight
 from sweeper.point.gate import InvalidPoint
-from sweeper.point.lifecycle import Prepared, begin, identity_of, refusal_record, target_for, write
+from sweeper.point.lifecycle import Prepared, begin_many, identity_of, refusal_record, target_for, write
 from sweeper.results.incomplete import incomplete
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
@@ -135,7 +137,7 @@ class SlurmLauncher(Launcher):
         """Submit the batch: sweeper's grid points (a config of sweeper's schema) as described in the module doc;
         any other app's task function as one SLURM job per run (:func:`sweeper.launchers.slurm.hydra_task.launch_tasks`,
         blocking until every job returned)."""
-        from sweeper.config.compose import compose_points
+        from sweeper.config.compose import compose_containers
         from sweeper.config.schema import is_sweeper_config
 
         assert self.config is not None
@@ -159,17 +161,36 @@ class SlurmLauncher(Launcher):
         seen: set[str] = set()
         site: Site | None = None
         site_note: str | None = None
-        configs = compose_points(self.hydra_context.config_loader, self.config, job_overrides)
-        for idx, (overrides, cfg) in enumerate(zip(job_overrides, configs, strict=True)):
-            ov = list(filter_overrides(overrides))
+        configs = compose_containers(self.hydra_context.config_loader, self.config, job_overrides)
+        # overrides, spec, id, a repeat of an earlier point, target
+        points: list[tuple[list[str], PointSpec, str, bool, Target]] = []
+        specs: list[tuple[list[str], PointSpec]] = []
+        targets: list[Target] = []
+        for overrides, cfg in zip(job_overrides, configs, strict=True):
             spec = from_config(cfg)
-            target = target_for(spec, "slurm", cluster)
-            pid = identity_of(spec, target)
-            if pid in seen:  # the same configuration as an earlier point of this grid (identity.py)
+            targets.append(target_for(spec, "slurm", cluster))
+            specs.append((list(filter_overrides(overrides)), spec))
+        # the entries the libraries resolve away are not identity (lifecycle.identity_of): asked in one go first
+        preflight.refusals(
+            [(spec, t) for (_, spec), t in zip(specs, targets, strict=True) if preflight.may_restate(spec)]
+        )
+        for (ov, spec), target in zip(specs, targets, strict=True):
+            pid = identity_of(spec)
+            points.append((ov, spec, pid, pid in seen, target))
+            seen.add(pid)
+        started = iter(
+            begin_many(
+                [(spec, ov, target) for ov, spec, _, again, target in points if not again],
+                sweep,
+                rerun,
+                pending_elsewhere=alive,
+            )
+        )
+        for idx, (ov, spec, pid, again, _) in enumerate(points):
+            if again:  # the same configuration as an earlier point of this grid (identity.py)
                 status = f"same point as {pid}"
             else:
-                seen.add(pid)
-                outcome = begin(spec, ov, sweep, target, rerun, pending_elsewhere=alive)
+                outcome = next(started)
                 if isinstance(outcome, Record):
                     status = outcome.status
                     if status == "pending":
