@@ -265,3 +265,65 @@ def test_pending_points_get_no_run_and_a_sweep_of_pending_points_starts_no_write
     lines = log_runs(only_pending, WandbSettings("offline"))
     assert lines == [f"W&B: no run yet (no point has finished); `python -m sweeper.report {only_pending}` writes them"]
     assert not (only_pending / "wandb").exists()  # no writer was started
+
+
+# --- issue 22 item 3: runs that mean what they say ------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the block ends: nothing listens there
+
+
+def test_online_without_a_server_falls_back_offline_and_keeps_every_run(tmp_path, monkeypatch):
+    """Issue 22: wandb=online, a key in the environment, no reachable server (WANDB_BASE_URL at a closed local
+    port; the real wandb library and its service). The first point's online init times out; the offline retry of
+    the same run id used to fail with "run ID ... is in use" (wandb-core kept the stream), so that point never got a
+    run, and every rebuild repeated it. Now every point has its offline run, and a rebuild does the same."""
+    from sweeper.tracking import writer
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    monkeypatch.setattr(writer, "ONLINE_INIT_TIMEOUT_S", 5.0)  # the real timeout is 30 s; the cause is the same
+    d = make_sweep(tmp_path)
+    for rebuild in (False, True):  # the sweep's write, then a report rebuild (tries online again, first run)
+        result = writer.write_runs(d, WandbSettings("online"), "online")
+        assert (result.mode, result.failed) == ("offline", 0), result.lines()
+        assert (result.written, result.unchanged) == ((1, 3) if rebuild else (4, 0)), result.lines()
+        assert "W&B online failed" in result.notes[0]
+        runs = offline_runs(d)
+        assert set(runs) == {f"{SWEEP_ID}-aaaa0000000{i}" for i in range(1, 5)}
+        assert not list((d / "wandb").glob("run-*")), "the failed online attempt's folder is left"
+        assert inspect(runs[f"{SWEEP_ID}-aaaa00000001"])["summary"]["tokens_per_s_per_device"] == 2000.0
+
+
+def test_a_failed_rewrite_leaves_no_partial_folder_and_sync_lists_only_complete_runs(tmp_path, monkeypatch):
+    """Issue 22: a run that fails after ``wandb.init`` (here wandb's own TypeError for a history key that is not a
+    string, raised by the real ``run.log``) used to leave a config-only folder marked finished beside the good
+    one, which ``wandb sync .../offline-run-*`` uploaded last. Runs are now written in a staging folder and moved
+    into ``wandb/`` only once finished: the failed rewrite leaves nothing, the good run stays."""
+    import glob
+
+    import wandb
+
+    from sweeper.tracking import writer
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    d = make_sweep(tmp_path)
+    assert writer.write_runs(d, WandbSettings("offline"), "offline").written == 4
+    good = offline_runs(d)
+    spec = next(s for s in run_specs(d) if s.point_id == "aaaa00000001")
+    spec.history = [{"step": 1, 3: 0.5}]  # wandb refuses it inside run.log, after init wrote the config
+    folder, error = writer._attempt(wandb, spec, WandbSettings("offline"), "offline", d, True)
+    assert folder is None and error is not None and "TypeError" in error
+    assert offline_runs(d) == good
+    assert not (d / "wandb" / writer.STAGING).exists()
+    # the printed command's glob expands to exactly the complete runs, one per point
+    pattern = sync_command(d).split(" ", 2)[2].replace("'", "")
+    assert sorted(glob.glob(pattern)) == sorted(str(p) for p in good.values())
+    # the staging folder is not a W&B run folder: its path is never matched by the command
+    assert writer.STAGING.startswith(".") and not writer.STAGING.startswith("offline-run-")
