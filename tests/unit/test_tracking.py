@@ -327,3 +327,43 @@ def test_a_failed_rewrite_leaves_no_partial_folder_and_sync_lists_only_complete_
     assert sorted(glob.glob(pattern)) == sorted(str(p) for p in good.values())
     # the staging folder is not a W&B run folder: its path is never matched by the command
     assert writer.STAGING.startswith(".") and not writer.STAGING.startswith("offline-run-")
+
+
+@pytest.mark.parametrize(
+    "name", ["sweeper", "my-project_2", "a" * 128, "a" * 129, "team/proj", "a#b", "what?", "50%", "c:d", "back\\slash"]
+)
+def test_the_project_rule_is_wandbs_own(name):
+    """sweeper's launch-time rule (no wandb import) refuses exactly the project names wandb's own validator
+    (``wandb.Settings(project=...)``) refuses."""
+    import wandb
+
+    try:
+        wandb.Settings(project=name)
+        wandb_ok = True
+    except Exception:  # noqa: BLE001 - wandb's UsageError (a pydantic ValidationError wraps it)
+        wandb_ok = False
+    from sweeper.tracking.settings import target_problem
+
+    assert (target_problem(name, None) is None) == wandb_ok
+
+
+def test_a_bad_project_or_entity_is_refused_before_any_point_runs(tmp_path):
+    """Issue 22: an invalid wandb.project (or entity) used to be accepted; every run then failed after the sweep
+    trained. Now the real ``python -m sweeper -m`` exits 2 with one line and no traceback, and no point starts."""
+    from tests.conftest import REPO
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "WANDB_MODE"}
+    env["PYTHONPATH"] = str(REPO)
+    for arg, key in (("wandb.project=team/proj", "wandb.project"), ("wandb.entity='a:b'", "wandb.entity")):
+        sweep_dir = tmp_path / key
+        out = subprocess.run(
+            [sys.executable, "-m", "sweeper", "-m", "gc=true,false", arg, f"hydra.sweep.dir={sweep_dir}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=300,
+        )
+        assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+        assert f"sweeper: {key}=" in out.stderr and "Traceback" not in out.stderr + out.stdout
+        assert not (sweep_dir / "points").exists()
