@@ -367,3 +367,50 @@ def test_a_bad_project_or_entity_is_refused_before_any_point_runs(tmp_path):
         assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
         assert f"sweeper: {key}=" in out.stderr and "Traceback" not in out.stderr + out.stdout
         assert not (sweep_dir / "points").exists()
+
+
+def test_every_grid_axis_is_a_config_key_of_the_written_runs_dotted_axes_included(tmp_path, monkeypatch):
+    """Issue 22: a passthrough axis (``+training_args.max_grad_norm=0.5,1.0``) was logged as the flat config key
+    ``training_args.max_grad_norm`` while the parallel-coordinates panel reads ``config["training_args"]
+    ["max_grad_norm"]``: the column was empty. Every grid axis of the comparison report (dotted ones and ``model``
+    beside ``model.config.*``) is looked up, the way wandb_workspaces' panel addresses it, in the config the real
+    wandb wrote (read back offline) and has the point's value there."""
+    import wandb_workspaces.reports.v2 as wr
+    from wandb_workspaces.reports.v2.interface import _metric_to_backend_pc
+
+    from sweeper.wandb_report.spec import build_report, plan_report
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    d = tmp_path / "sweep"
+    write_json_atomic(d / "sweep.json", {"sweep_id": SWEEP_ID})
+    for i, (norm, hidden, model) in enumerate([(0.5, 64, "tiny"), (1.0, 128, "tiny"), (1.0, 64, "tiny-llama")]):
+        rec = _ok(f"bbbb0000000{i}", False, 1000.0 + i, (10 + i) * MIB)
+        rec.spec = rec.spec | {"model": model, "training_args": {"max_grad_norm": norm}}
+        rec.spec["model_config"] = {"hidden_size": hidden}
+        rec.overrides = [f"+training_args.max_grad_norm={norm}", f"+model.config.hidden_size={hidden}"]
+        SweepDir(d).write_record(rec)
+    plan = plan_report(d)
+    assert {"training_args.max_grad_norm", "model.config.hidden_size", "model"} <= set(plan.axes)
+    log_runs(d, WandbSettings("offline"))
+    runs = {p: inspect(f)["config"] for p, f in offline_runs(d).items()}
+    grid = next(b for b in build_report(plan).blocks if isinstance(b, wr.PanelGrid))
+    panel = next(p for p in grid.panels if isinstance(p, wr.ParallelCoordinatesPlot))
+    config_columns = [c.metric for c in panel.columns if isinstance(c.metric, wr.Config)]
+    assert len(config_columns) == len(plan.axes)
+    records = {run_id(SWEEP_ID, r.point_id): r for r in SweepDir(d).records()}
+    for axis, metric in zip(plan.axes, config_columns, strict=True):
+        backend = _metric_to_backend_pc(metric)  # "config:<key>.value.<rest>", what the W&B panel queries
+        top, _, rest = backend.removeprefix("config:").partition(".value")
+        for rid, config in runs.items():
+            node = config[top]
+            node = node.get("value", node) if isinstance(node, dict) and set(node) == {"value"} else node
+            for part in [p for p in rest.split(".") if p]:
+                node = node[part]
+            row = records[rid]
+            want = {
+                "training_args.max_grad_norm": row.spec["training_args"]["max_grad_norm"],
+                "model.config.hidden_size": row.spec["model_config"]["hidden_size"],
+                "model": row.spec["model"],
+            }.get(axis)
+            if want is not None:
+                assert node == want, (axis, rid)
