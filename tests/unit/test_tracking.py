@@ -221,7 +221,12 @@ def test_offline_runs_are_written_once_per_point_then_skipped_then_replaced_not_
     assert got["project"] == "sweeper" and got["tags"] == ["oom"]
     assert got["summary"]["status"] == "oom" and got["summary"]["oom_requested_bytes"] == 340 * MIB
     assert got["summary"]["failure_rank"] == 1
+    assert got["state"] == "failed", got  # a failed point's run is in W&B's failed state
+    assert got["summary"]["reason"].startswith("CUDA out of memory")
     ok = inspect(runs[f"{SWEEP_ID}-aaaa00000001"])
+    assert ok["state"] == "finished"
+    # the summary holds the measured statistics, not the history's last (untimed, memory-window) step
+    assert "step_time_s" not in ok["summary"] and ok["summary"]["step_time_s_median"] == 512 / 2000.0
     assert ok["config"]["gc"] is False and ok["summary"]["tokens_per_s_per_device"] == 2000.0
     assert ok["step"] == 4  # the last history step
 

@@ -20,7 +20,7 @@ from typing import Any
 from sweeper.failures.text import first_line
 from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.manifest import read_manifest, sync_command, write_manifest
-from sweeper.tracking.runs import RunSpec, run_specs
+from sweeper.tracking.runs import HISTORY_KEYS, RunSpec, run_specs
 from sweeper.tracking.settings import INSTALL_HINT, WandbSettings
 
 #: Stop after this many runs in a row fail (W&B is broken: no point trying every run of a 1,000-point grid).
@@ -71,6 +71,9 @@ def _settings(wandb: Any, mode: str) -> Any:
     )
 
 
+#: The history series whose last value W&B would otherwise copy into the summary.
+HISTORY_SERIES: tuple[str, ...] = (*HISTORY_KEYS, "timed")
+
 #: Offline runs are written under ``<sweep dir>/wandb/STAGING/<run id>/`` and moved into ``wandb/`` only once
 #: finished: a run that fails half-way never leaves a folder that ``wandb sync <dir>/wandb/offline-run-*`` uploads.
 STAGING = ".staging"
@@ -117,14 +120,20 @@ def _write_to(wandb: Any, spec: RunSpec, settings: WandbSettings, mode: str, roo
         settings=_settings(wandb, mode),
     )
     try:
+        for key in HISTORY_SERIES:  # the summary holds the row's measured statistics, not a series' last step
+            run.define_metric(key, summary="none")
         if history:
             for row in spec.history:
                 row = dict(row)
                 step = row.pop("step")
                 run.log(row, step=step)
         run.summary.update(spec.summary)
-    finally:
-        run.finish()
+    except BaseException:
+        run.finish(exit_code=1)
+        raise
+    # W&B's state: "finished" for a measured point only; a failed or refused one is "failed" (its reason and status
+    # are in the summary), so W&B's state filter finds it
+    run.finish(exit_code=0 if spec.summary.get("status") == "ok" else 1)
     return str(Path(run.settings.sync_dir).resolve()) if mode == "offline" else None
 
 
