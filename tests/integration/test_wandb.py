@@ -192,7 +192,7 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
 
 
 #: history keys W&B also keeps in the summary (the last logged value)
-HISTORY_NAMES = ("step_time_s", "loss", "mem_high_water_bytes", "timed")
+HISTORY_NAMES = ("step_time_s", "loss", "mem_high_water_bytes", "timed", "window")
 
 
 def test_broken_wandb_never_fails_the_sweep_or_the_report(tmp_path):

@@ -184,7 +184,9 @@ def test_one_run_per_point_with_group_name_tags_config_summary_and_history(tmp_p
         "loss": 6.9,
         "mem_high_water_bytes": 110 * MIB,
         "timed": True,
+        "window": "timed",
     }
+    assert [h["window"] for h in fast.history] == ["warmup", "timed", "timed", "memory"]
     assert "loss" not in fast.history[3]
     assert oom.history == []
 

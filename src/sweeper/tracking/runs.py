@@ -54,8 +54,8 @@ class RunSpec:
         tags: status, ``frontier``, ``tie``.
         config: configuration columns (flat, CSV names) and ``env`` (dict).
         summary: the row's columns with a value (plain JSON types).
-        history: ``[{"step": int, "step_time_s": float, "loss": float, "mem_high_water_bytes": int, "timed": bool}]``,
-            keys without a value left out.
+        history: ``[{"step": int, "step_time_s": float, "loss": float, "mem_high_water_bytes": int, "timed": bool,
+            "window": str}]`` (``window``: ``warmup``/``timed``/``memory``/``profile``), keys without a value left out.
     """
 
     run_id: str
@@ -149,6 +149,8 @@ def history_of(record: Record) -> list[dict[str, Any]]:
                 row[key] = v
         if i < len(windows):
             row["timed"] = windows[i] == "timed"
+            if windows[i]:
+                row["window"] = windows[i]  # warmup, timed, memory or profile: why a step's time is what it is
         out.append(row)
     return out
 

@@ -72,7 +72,7 @@ def _settings(wandb: Any, mode: str) -> Any:
 
 
 #: The history series whose last value W&B would otherwise copy into the summary.
-HISTORY_SERIES: tuple[str, ...] = (*HISTORY_KEYS, "timed")
+HISTORY_SERIES: tuple[str, ...] = (*HISTORY_KEYS, "timed", "window")
 
 #: Offline runs are written under ``<sweep dir>/wandb/STAGING/<run id>/`` and moved into ``wandb/`` only once
 #: finished: a run that fails half-way never leaves a folder that ``wandb sync <dir>/wandb/offline-run-*`` uploads.
