@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.results.row import read_results_csv
+from sweeper.results.row import config_columns, read_results_csv
+from sweeper.tracking.runs import config_path
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -139,7 +140,10 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
         assert run["tags"][0] == record["status"]
         # config: the point's configuration under the CSV names, and the environment
         for key in ("fsdp", "gc", "precision", "per_device_batch_size", "seq_len", "model"):
-            assert run["config"][key] == record["spec"][key], key
+            node = run["config"]  # nested at the dots (model beside model.config.*: model.name)
+            for part in config_path(key, config_columns(csv_columns)).split("."):
+                node = node[part]
+            assert node == record["spec"][key], key
         assert run["config"]["env"]["host"] == record["env"]["host"]
         # summary: the typed row, CSV names
         summary = run["summary"]
