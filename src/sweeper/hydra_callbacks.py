@@ -57,6 +57,19 @@ def refuse_unusable_folder(path: Path, key: str) -> None:
         sys.exit(2)
 
 
+def refuse_bad_wandb_target(config: DictConfig) -> None:
+    """Exit 2 with one line when ``wandb.project`` or ``wandb.entity`` cannot name a W&B project
+    (:func:`sweeper.tracking.settings.target_problem`): before any point runs, instead of every run failing after
+    the sweep trained."""
+    from sweeper.tracking.settings import target_problem
+
+    node = wandb_node(config) or {}
+    why = target_problem(node.get("project"), node.get("entity")) if node else None
+    if why:
+        print(f"sweeper: {why}; fix it (wandb.project=<name>, wandb.entity=<team>) or leave it out", file=sys.stderr)
+        sys.exit(2)
+
+
 def refuse_single_cluster_point(launcher: str) -> None:
     """Exit 2 for a cluster launcher without ``-m``: Hydra runs a single run's task in this process, so the point
     would train here, on the submit host, under the cluster's label (docs/cases.md#u02). The message gives the
@@ -82,6 +95,7 @@ class ReportCallback(Callback):
 
         sweep_dir = Path(config.hydra.sweep.dir)
         refuse_unusable_folder(sweep_dir, "hydra.sweep.dir")
+        refuse_bad_wandb_target(config)
         preflight.warm_up()  # the libraries load while Hydra composes the first point
         try:
             open_sweep(sweep_dir, "multirun", grid_size(config), task_overrides(config.hydra), wandb_node(config))
@@ -96,6 +110,7 @@ class ReportCallback(Callback):
         from sweeper.point.gate import InvalidPoint, check
         from sweeper.point.lifecycle import target_for
 
+        refuse_bad_wandb_target(config)
         spec = from_config(config)
         launcher = config.launcher.name if "launcher" in config else "local"
         target = target_for(spec, launcher, plain_node(config.cluster))

@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.results.row import read_results_csv
+from sweeper.results.row import config_columns, read_results_csv
+from sweeper.tracking.runs import config_path
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -132,13 +133,17 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
         read = dict(zip(records, pool.map(read_run, [runs[f"{sweep_id}-{pid}"] for pid in records]), strict=True))
     for pid, record in records.items():
         run = read[pid]
-        assert run["state"] == "finished" and run["project"] == "sweeper"
+        # W&B's state: finished for a measured point, failed (exit code 1) for every other one
+        assert run["state"] == ("finished" if record["status"] == "ok" else "failed") and run["project"] == "sweeper"
         assert run["group"] == sweep_id
         assert run["name"] == " ".join(record["overrides"])
         assert run["tags"][0] == record["status"]
         # config: the point's configuration under the CSV names, and the environment
         for key in ("fsdp", "gc", "precision", "per_device_batch_size", "seq_len", "model"):
-            assert run["config"][key] == record["spec"][key], key
+            node = run["config"]  # nested at the dots (model beside model.config.*: model.name)
+            for part in config_path(key, config_columns(csv_columns)).split("."):
+                node = node[part]
+            assert node == record["spec"][key], key
         assert run["config"]["env"]["host"] == record["env"]["host"]
         # summary: the typed row, CSV names
         summary = run["summary"]
@@ -191,7 +196,7 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
 
 
 #: history keys W&B also keeps in the summary (the last logged value)
-HISTORY_NAMES = ("step_time_s", "loss", "mem_high_water_bytes", "timed")
+HISTORY_NAMES = ("step_time_s", "loss", "mem_high_water_bytes", "timed", "window")
 
 
 def test_broken_wandb_never_fails_the_sweep_or_the_report(tmp_path):

@@ -9,8 +9,9 @@ waits for nothing (issue 22).
   after a resume or a SLURM collection updates the same run;
 * group: the sweep id; name: the point's overrides (``(defaults)`` when none); tags: the status, ``frontier`` for a
   point on the throughput/memory frontier, ``tie`` for a frontier point tied with another;
-* config: the point's configuration columns of the row that have a value, named as in ``results.csv`` (``fsdp``, ``gc``,
-  ``training_args.max_grad_norm``, ...), plus ``env`` (host, devices, library versions, SLURM job id);
+* config: the point's configuration columns of the row that have a value, nested at their dots the way the comparison
+  report's panels read them (``training_args.max_grad_norm`` -> ``config["training_args"]["max_grad_norm"]``;
+  :func:`config_path`), plus ``env`` (host, devices, library versions, SLURM job id);
 * summary: the typed row (:mod:`sweeper.results.row`): every column of ``results.csv`` with a value, under the
   same name, failure reason and ``predicted_*`` numbers included;
 * history: one entry per optimizer step from the record's ``series`` (step time in s, loss, memory high-water mark
@@ -23,6 +24,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +54,8 @@ class RunSpec:
         tags: status, ``frontier``, ``tie``.
         config: configuration columns (flat, CSV names) and ``env`` (dict).
         summary: the row's columns with a value (plain JSON types).
-        history: ``[{"step": int, "step_time_s": float, "loss": float, "mem_high_water_bytes": int, "timed": bool}]``,
-            keys without a value left out.
+        history: ``[{"step": int, "step_time_s": float, "loss": float, "mem_high_water_bytes": int, "timed": bool,
+            "window": str}]`` (``window``: ``warmup``/``timed``/``memory``/``profile``), keys without a value left out.
     """
 
     run_id: str
@@ -104,6 +106,34 @@ def plain(value: Any) -> Any:
     return value
 
 
+#: Where a configuration column that is also the prefix of others (``model`` beside ``model.config.hidden_size``)
+#: keeps its own value in the nested config: ``model.name``.
+LEAF_KEY = "name"
+
+
+def config_path(column: str, columns: Iterable[str]) -> str:
+    """The dotted path of configuration ``column`` in a run's nested config (:func:`nested_config`), as the report's
+    panels address it (``wandb_workspaces``' ``Config("a.b")`` reads ``config["a"]["b"]``): the column itself,
+    or ``<column>.name`` when another column of ``columns`` lies below it."""
+    below = any(c.startswith(column + ".") for c in columns)
+    return f"{column}.{LEAF_KEY}" if below else column
+
+
+def nested_config(values: dict[str, Any], columns: Iterable[str]) -> dict[str, Any]:
+    """``values`` (configuration columns, flat, CSV names: ``training_args.max_grad_norm``) as W&B's nested config
+    (``{"training_args": {"max_grad_norm": ...}}``), each at :func:`config_path` for ``columns`` (every configuration
+    column of the table, so that every run of a sweep nests alike)."""
+    columns = list(columns)
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        *parents, leaf = config_path(key, columns).split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
 def history_of(record: Record) -> list[dict[str, Any]]:
     """The record's per-step series as W&B history rows (see :class:`RunSpec`); ``[]`` without a series."""
     series = getattr(record, "series", None) or {}
@@ -119,6 +149,8 @@ def history_of(record: Record) -> list[dict[str, Any]]:
                 row[key] = v
         if i < len(windows):
             row["timed"] = windows[i] == "timed"
+            if windows[i]:
+                row["window"] = windows[i]  # warmup, timed, memory or profile: why a step's time is what it is
         out.append(row)
     return out
 
@@ -140,7 +172,9 @@ def run_specs(sweep_dir: SweepDir | Path) -> list[RunSpec]:
     out = []
     for record, (_, row) in zip(records, df.iterrows(), strict=True):
         summary = {k: v for k, v in ((k, plain(row[k])) for k in df.columns) if v is not None}
-        config = {k: v for k, v in ((k, plain(row[k])) for k in config_cols) if v is not None}
+        config = nested_config(
+            {k: v for k, v in ((k, plain(row[k])) for k in config_cols) if v is not None}, config_cols
+        )
         config["env"] = dict(record.env or {})
         tags = [record.status]
         if summary.get("on_frontier"):

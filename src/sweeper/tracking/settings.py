@@ -86,6 +86,32 @@ def api_key_available() -> bool:
     return bool(entry and entry[2])
 
 
+#: W&B's own rule for a project name (wandb 0.31, ``wandb.sdk.wandb_settings.Settings.validate_project``): at most
+#: this many characters, none of :data:`NAME_FORBIDDEN`. ``tests/unit/test_tracking.py`` checks it against wandb's.
+NAME_MAX = 128
+NAME_FORBIDDEN = "/\\#?%:"
+
+
+def target_problem(project: Any, entity: Any) -> str | None:
+    """Why ``wandb.project`` / ``wandb.entity`` cannot name a W&B project or entity (one sentence), or None.
+
+    The project follows wandb's own validator (:data:`NAME_MAX`, :data:`NAME_FORBIDDEN`; not empty). wandb's client
+    has no rule for an entity; it is the first part of the project's path (``<entity>/<project>``) and of every run
+    URL, so the same rule is applied (a ``/`` in it would name another project). ``entity`` None: the API key's
+    default entity."""
+    for key, value in (("wandb.project", project), ("wandb.entity", entity)):
+        if value is None and key == "wandb.entity":
+            continue
+        if not isinstance(value, str) or not value.strip():
+            return f"{key}={value!r} is not a W&B name (give a non-empty name)"
+        if len(value) > NAME_MAX:
+            return f"{key} is {len(value)} characters long; W&B allows at most {NAME_MAX}"
+        bad = sorted({c for c in value if c in NAME_FORBIDDEN})
+        if bad:
+            return f"{key}={value!r} cannot contain {' '.join(bad)} (W&B names exclude {' '.join(NAME_FORBIDDEN)})"
+    return None
+
+
 #: W&B's ``WANDB_MODE`` values and the mode ``auto`` takes from them.
 WANDB_MODE_ENV = {"disabled": "off", "offline": "offline", "dryrun": "offline", "online": "online", "run": "online"}
 

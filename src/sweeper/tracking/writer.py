@@ -20,7 +20,7 @@ from typing import Any
 from sweeper.failures.text import first_line
 from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.manifest import read_manifest, sync_command, write_manifest
-from sweeper.tracking.runs import RunSpec, run_specs
+from sweeper.tracking.runs import HISTORY_KEYS, RunSpec, run_specs
 from sweeper.tracking.settings import INSTALL_HINT, WandbSettings
 
 #: Stop after this many runs in a row fail (W&B is broken: no point trying every run of a 1,000-point grid).
@@ -71,8 +71,40 @@ def _settings(wandb: Any, mode: str) -> Any:
     )
 
 
+#: The history series whose last value W&B would otherwise copy into the summary.
+HISTORY_SERIES: tuple[str, ...] = (*HISTORY_KEYS, "timed", "window")
+
+#: Offline runs are written under ``<sweep dir>/wandb/STAGING/<run id>/`` and moved into ``wandb/`` only once
+#: finished: a run that fails half-way never leaves a folder that ``wandb sync <dir>/wandb/offline-run-*`` uploads.
+STAGING = ".staging"
+
+
 def _write_one(wandb: Any, spec: RunSpec, settings: WandbSettings, mode: str, sweep_dir: Path, history: bool) -> Any:
-    """Write one run; returns its offline folder (relative to ``sweep_dir``) or None online."""
+    """Write one run; returns its offline folder (relative to ``sweep_dir``) or None online.
+
+    Offline, the run is written in a staging folder (:data:`STAGING`) and moved into ``<sweep dir>/wandb/`` after
+    ``run.finish()`` returned: on any error the staging folder is deleted and nothing is left to sync.
+
+    Raises:
+        Exception: whatever wandb raises (the caller counts it).
+    """
+    if mode != "offline":
+        return _write_to(wandb, spec, settings, mode, sweep_dir, history)
+    staging = SweepDir(sweep_dir).wandb_dir / STAGING / spec.run_id
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir(parents=True)
+        written = Path(_write_to(wandb, spec, settings, mode, staging, history))
+        target = SweepDir(sweep_dir).wandb_dir / written.name
+        written.replace(target)
+    finally:
+        shutil.rmtree(staging.parent, ignore_errors=True)  # one run is staged at a time
+    return str(target.resolve().relative_to(Path(sweep_dir).resolve()))
+
+
+def _write_to(wandb: Any, spec: RunSpec, settings: WandbSettings, mode: str, root: Path, history: bool) -> Any:
+    """``wandb.init`` (its files under ``<root>/wandb/``), the history, the summary, ``finish``; the offline run's
+    folder (absolute), None online."""
     run = wandb.init(
         project=settings.project,
         entity=settings.entity,
@@ -82,33 +114,54 @@ def _write_one(wandb: Any, spec: RunSpec, settings: WandbSettings, mode: str, sw
         tags=spec.tags,
         config=spec.config,
         mode=mode,
-        dir=str(sweep_dir),
+        dir=str(root),
         resume="allow",
         reinit="create_new",
         settings=_settings(wandb, mode),
     )
     try:
+        for key in HISTORY_SERIES:  # the summary holds the row's measured statistics, not a series' last step
+            run.define_metric(key, summary="none")
         if history:
             for row in spec.history:
                 row = dict(row)
                 step = row.pop("step")
                 run.log(row, step=step)
         run.summary.update(spec.summary)
-    finally:
-        run.finish()
-    if mode != "offline":
-        return None
-    return str(Path(run.settings.sync_dir).resolve().relative_to(Path(sweep_dir).resolve()))
+    except BaseException:
+        run.finish(exit_code=1)
+        raise
+    # W&B's state: "finished" for a measured point only; a failed or refused one is "failed" (its reason and status
+    # are in the summary), so W&B's state filter finds it
+    run.finish(exit_code=0 if spec.summary.get("status") == "ok" else 1)
+    return str(Path(run.settings.sync_dir).resolve()) if mode == "offline" else None
 
 
 def _attempt(
     wandb: Any, spec: RunSpec, settings: WandbSettings, mode: str, sweep_dir: Path, history: bool
 ) -> tuple[str | None, str | None]:
-    """:func:`_write_one`, as (offline folder or None, None) or (None, the error as one line)."""
+    """:func:`_write_one`, as (offline folder or None, None) or (None, the error as one line).
+
+    A run that failed online is torn down with its service (``wandb.teardown()``): wandb-core keeps the stream of a
+    run whose ``init`` timed out (no server), and the offline retry of the same id would otherwise fail with
+    "run ID ... is in use". The failed attempt's ``run-*-<id>`` folder (no data the server has) is removed.
+    """
+    before = set(SweepDir(sweep_dir).wandb_dir.glob(f"run-*-{spec.run_id}")) if mode == "online" else set()
     try:
         return _write_one(wandb, spec, settings, mode, sweep_dir, history), None
     except Exception as e:  # noqa: BLE001 - W&B never fails a sweep or a report
+        if mode == "online":
+            _teardown(wandb)
+            for path in set(SweepDir(sweep_dir).wandb_dir.glob(f"run-*-{spec.run_id}")) - before:
+                shutil.rmtree(path, ignore_errors=True)
         return None, f"{type(e).__name__}: {first_line(str(e))}"
+
+
+def _teardown(wandb: Any) -> None:
+    try:
+        wandb.teardown()
+    except Exception:  # noqa: BLE001 - the service is gone either way; the retry says if it is not
+        pass
 
 
 def write_runs(sweep_dir: SweepDir | Path, settings: WandbSettings, mode: str) -> WriteResult:
@@ -137,6 +190,7 @@ def write_runs(sweep_dir: SweepDir | Path, settings: WandbSettings, mode: str) -
         result.mode = "off"
         result.notes.append(f"W&B off: cannot create {root}: {first_line(str(e))}")
         return result
+    shutil.rmtree(root / STAGING, ignore_errors=True)  # a writer stopped half-way (killed at its time limit)
     manifest = read_manifest(sweep)
     runs: dict[str, Any] = manifest.setdefault("runs", {})
     consecutive = 0

@@ -30,10 +30,10 @@ from sweeper.report.axes import grid_of
 from sweeper.report.fmt import cli, missing, num
 from sweeper.report.md import one_line
 from sweeper.results.collect import collect_records
-from sweeper.results.row import records_to_frame
+from sweeper.results.row import config_columns, records_to_frame
 from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.manifest import sync_command
-from sweeper.tracking.runs import FRONTIER_TAG
+from sweeper.tracking.runs import FRONTIER_TAG, config_path
 from sweeper.tracking.settings import WandbSettings
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class ReportPlan:
         entity: W&B entity, or None for the logged-in user's default entity (resolved when publishing).
         title: the report title (at most :data:`TITLE_MAX` characters, one line).
         axes: the grid axes (config keys whose value varies between points), in grid order.
+        axis_paths: for each axis, its path in the runs' nested config (:func:`sweeper.tracking.runs.config_path`).
         memory_key: the peak-memory summary key on the scatter's x axis (``peak_mem_gib`` or ``peak_mem_bytes``).
         memory_unit: its unit (``GiB`` or ``bytes``).
         n_points: points in the sweep.
@@ -94,6 +95,7 @@ class ReportPlan:
     entity: str | None
     title: str
     axes: list[str]
+    axis_paths: list[str]
     memory_key: str
     memory_unit: str
     n_points: int
@@ -181,6 +183,7 @@ def plan_from_frame(df: pd.DataFrame, sweep: SweepDir) -> ReportPlan:
         entity=entity,
         title=title,
         axes=list(axes),
+        axis_paths=[config_path(a, config_columns(df.columns)) for a in axes],
         memory_key=memory_key,
         memory_unit=memory_unit,
         n_points=len(df),
@@ -277,7 +280,8 @@ def build_report(plan: ReportPlan, entity: str | None = None) -> wr.Report:
     ]
     memory = wr.SummaryMetric(plan.memory_key)
     throughput = wr.SummaryMetric(THROUGHPUT)
-    columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config(a), display_name=a) for a in plan.axes]
+    pairs = zip(plan.axes, plan.axis_paths, strict=True)  # the runs' nested config keys, named as in the CSV
+    columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config(p), display_name=a) for a, p in pairs]
     columns += [
         wr.ParallelCoordinatesPlotColumn(metric=throughput, display_name="tokens/s per device"),
         wr.ParallelCoordinatesPlotColumn(metric=memory, display_name=f"peak memory ({plan.memory_unit})"),
@@ -381,6 +385,7 @@ def spec_document(plan: ReportPlan, report: wr.Report, sweep_dir: SweepDir | Pat
         "plan": {
             "title": plan.title,
             "axes": plan.axes,
+            "axis_paths": plan.axis_paths,
             "scatter": {"x": plan.memory_key, "y": THROUGHPUT, "title": plan.scatter_title},
             "parallel_coordinates": plan.parallel_columns,
             "frontier_tag": FRONTIER_TAG,
