@@ -1,5 +1,5 @@
 """``search=frontier`` through SLURM on the development cluster: the same search, its rounds submitted as job
-arrays by the SLURM launcher (screens first, then the promotions), every point of the grid ending with a final
+arrays by the SLURM launcher (a first round in full, then screens and their promotions), every point of the grid ending with a final
 record, a promoted point's record holding its full window and its screen kept as history (``result.0.json``) with
 both SLURM job ids in ``submitted.json``."""
 
@@ -21,7 +21,7 @@ ARGS = [
     "per_device_batch_size=2,4",
     "search=frontier",
     "search.screen=always",
-    "search.batch_size=4",
+    "search.batch_size=2",
     "warmup_steps=1",
     "timed_steps=6",
     "memory_steps=1",
@@ -45,11 +45,12 @@ def test_a_frontier_search_through_slurm_screens_promotes_and_records_every_poin
     submitted = sweep.submitted()
     for pid, r in records.items():
         older = [read_record(p) for p in sorted(sweep.point(pid).glob("result.*.json"))]
-        assert [h.screen for h in older] == [True] and older[0].env.get("slurm_job_id"), pid
+        assert [h.screen for h in older] in ([], [True]), pid
+        assert all(h.env.get("slurm_job_id") for h in older)
         if r.status == "ok":
             assert not r.screen and r.metrics["timed_steps"] == 6
-            assert len(submitted[pid]["attempts"]) == 2  # the screen's job, then the full window's
+            assert len(submitted[pid]["attempts"]) == 1 + len(older)  # a screen's job, then the full window's
         else:
-            assert r.search["decision"] == "screen-dominated"
+            assert r.search["decision"] in ("screen-dominated", "predicted-dominated")
     log = json.loads(sweep.search_file.read_text())
-    assert log["rounds"][0]["screens"] == 4 and log["stop"]
+    assert log["rounds"][0]["screens"] == 0 and len(log["rounds"]) >= 2 and log["stop"]

@@ -98,20 +98,22 @@ def test_no_point_is_skipped_on_throughput_before_the_model_has_measured_errors(
 
 
 def test_screens_are_promoted_unless_their_upper_bound_is_dominated(tmp_path: Path):
-    pts = _points(3, screen="always", batch_size=2)
-    a, b, e = (p.pid for p in pts)
-    truth = {a: (100.0, 1.0), b: (50.0, 0.5), e: (60.0, 1.2)}
-    predicted = {a: (100.0, 1.0), b: (50.0, 0.5), e: (90.0, 1.2)}  # e is over-predicted: only its screen tells
+    pts = _points(4, screen="always", batch_size=2)
+    a, b, f, e = (p.pid for p in pts)
+    truth = {a: (100.0, 1.0), b: (50.0, 0.5), f: (130.0, 1.1), e: (60.0, 1.2)}
+    # f is under-predicted, e over-predicted: neither can be skipped on the prediction; only their screens tell
+    predicted = {a: (100.0, 1.0), b: (50.0, 0.5), f: (95.0, 1.1), e: (90.0, 1.2)}
     _, launcher = _run(tmp_path, pts, truth, predicted)
-    assert launcher.jobs[:4] == [(a, True), (b, True), (a, False), (b, False)]  # screened, then promoted
-    assert launcher.jobs[4:] == [(e, True)]  # screened; its upper bound 60 x 1.1 < a's 100 at less memory
+    assert launcher.jobs[:2] == [(a, False), (b, False)]  # nothing measured in full yet: no screen could be skipped
+    assert launcher.jobs[2:] == [(f, True), (e, True), (f, False)]  # f promoted; e's 60 x 1.1 < a's 100
     sweep = SweepDir(tmp_path)
     rec = sweep.read_record(e)
-    assert rec.status == "skipped" and rec.search["decision"] == "screen-dominated"
+    assert rec.status == "skipped" and rec.search["decision"] == "screen-dominated" and rec.search["dominated_by"] == a
     assert rec.search["screen_record"] == "result.0.json"
     assert Record.from_dict(json.loads((sweep.point(e) / "result.0.json").read_text())).screen  # history kept
-    full = sweep.read_record(a)
+    full = sweep.read_record(f)
     assert full.status == "ok" and not full.screen and full.metrics["timed_steps"] == 8  # the full window's numbers
+    assert Record.from_dict(json.loads((sweep.point(f) / "result.0.json").read_text())).screen
 
 
 def test_patience_stops_after_measurements_without_a_frontier_change(tmp_path: Path):

@@ -136,7 +136,8 @@ class Search:
             order = front_order([Guess(p.pid, guesses[p.pid].tokens_per_s_per_device, guesses[p.pid].peak_bytes)
                                  for p in left])  # fmt: skip
             batch = [self.by_id[g.pid] for g in order[: max(1, self.conf.batch_size)]]
-            screens = [self.screen(p, guesses[p.pid], recs) for p in batch]
+            # before any point is measured in full nothing can dominate a screen: every screen would be promoted
+            screens = [bool(measured) and self.screen(p, guesses[p.pid], recs) for p in batch]
             rnd += 1
             preds = {p.pid: guesses[p.pid] for p in batch}
             returns.append(self.launch(batch, screens, rnd, measured, stalled, preds, dict(mt=mt, mm=mm, sm=sm)))
