@@ -221,6 +221,7 @@ def begin(
         sweep.set_aside(pid)  # the frontier search's decision, not the point's: a grid measures it
     elif status == "ok" and not spec.screening and sweep.read_record(pid).screen:
         sweep.set_aside(pid)  # a short-window screen is never the final measurement: promoted, measured in full
+        pending_elsewhere = pending_elsewhere - {pid}  # its screen's job wrote its record: it may still be ending
     elif status:
         return sweep.read_record(pid)
     if pid in pending_elsewhere:
