@@ -1,5 +1,6 @@
 """The user-facing surface is frozen together with ``SCHEMA_VERSION`` (as torchtitan's test_no_new_cli_options.py
-freezes its CLI): every ``SweeperConfig`` key (type and default) and every result column (dtype and unit).
+freezes its CLI): every ``SweeperConfig`` key (type and default), every result column (dtype and unit) and every
+record status (``sweeper.results.record.STATUSES``, with whether it is final).
 
 A renamed, removed or retyped key or column fails until ``SCHEMA_VERSION`` (``sweeper/results/columns.py``) is bumped
 *and* the golden file is rewritten; an added one fails until the golden file is rewritten (no bump). Rewrite it with
@@ -18,6 +19,7 @@ from typing import Any
 
 from sweeper.config.schema import SweeperConfig
 from sweeper.results.columns import COLUMNS, SCHEMA_VERSION
+from sweeper.results.record import FINAL_STATUSES, STATUSES
 
 GOLDEN = Path(__file__).parent / "golden" / "surface.json"
 
@@ -49,8 +51,18 @@ def column_surface() -> dict[str, str]:
     return {c.name: f"{c.dtype} [{c.unit}]" for c in COLUMNS}
 
 
+def status_surface() -> dict[str, str]:
+    """``{status: "final" | "not final"}`` for every record status."""
+    return {s: "final" if s in FINAL_STATUSES else "not final" for s in STATUSES}
+
+
 def surface() -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "config": config_surface(), "columns": column_surface()}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "config": config_surface(),
+        "columns": column_surface(),
+        "statuses": status_surface(),
+    }
 
 
 def _changed(old: dict[str, str], new: dict[str, str]) -> list[str]:
@@ -63,14 +75,14 @@ def test_config_keys_and_result_columns_are_frozen_with_the_schema_version():
     if os.environ.get("SWEEPER_UPDATE_SURFACE"):
         GOLDEN.write_text(json.dumps(now, indent=2, sort_keys=True) + "\n")
     golden = json.loads(GOLDEN.read_text())
-    breaking = _changed(golden["config"], now["config"]) + _changed(golden["columns"], now["columns"])
+    breaking = [k for part in ("config", "columns", "statuses") for k in _changed(golden.get(part, {}), now[part])]
     if breaking and now["schema_version"] <= golden["schema_version"]:
         raise AssertionError(
             f"renamed, removed or retyped without a SCHEMA_VERSION bump: {breaking} "
             "(bump sweeper.results.columns.SCHEMA_VERSION, then rewrite the golden file: see this module's doc)"
         )
     assert now == golden, (
-        "the config keys or result columns changed: rewrite tests/unit/golden/surface.json with "
+        "the config keys, result columns or statuses changed: rewrite tests/unit/golden/surface.json with "
         "SWEEPER_UPDATE_SURFACE=1 (see this module's doc) and commit it with the change"
     )
 

@@ -28,7 +28,7 @@ PASSTHROUGH = [
 ]
 #: Spec fields whose column is named as on the command line (``model.model_type=...``), not as in the spec.
 CLI_NAMES = {"model_type": "model.model_type", "decoder_layer": "model.decoder_layer", "model_config": "model.config"}
-DICT_FIELDS = {"fsdp_config", "deepspeed_config", "training_args", "model_config", "plan", "timing"}
+DICT_FIELDS = {"fsdp_config", "deepspeed_config", "training_args", "model_config", "plan", "timing", "search"}
 
 
 def composed(loader_and_master, overrides: list[str]) -> PointSpec:  # noqa: F811 - the fixture's value

@@ -3,7 +3,8 @@
 - :class:`SweeperSlurmLauncher` (``hydra/launcher=sweeper_slurm``, selected by ``launcher=slurm``),
 - :class:`SweeperBasicSweeper` (``hydra/sweeper=sweeper_basic``, the default): Hydra's basic sweeper, with the
   batch validated by :func:`sweeper.config.compose.compose_containers` (one composition per group choice, not
-  per point).
+  per point); with ``search=frontier`` it hands the same grid to the frontier search (:mod:`sweeper.search.driver`),
+  which launches it batch by batch through the same launcher (docs/search.md).
 
 Their config nodes are stored when Hydra imports this module (plugin discovery, before it composes any config), so
 any Hydra app can select them; Hydra's launcher and sweeper test suites run against both
@@ -11,6 +12,7 @@ any Hydra app can select them; Hydra's launcher and sweeper test suites run agai
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
@@ -34,3 +36,31 @@ class SweeperBasicSweeper(BasicSweeper):
         if self.hydra_context is None or self.config is None:  # set by Hydra's setup() before any sweep
             raise RuntimeError("SweeperBasicSweeper.validate_batch_is_legal called before setup()")
         compose_containers(self.hydra_context.config_loader, self.config, batch)
+
+    def sweep(self, arguments: list[str]) -> Any:
+        """``search=grid``: Hydra's basic sweep. ``search=frontier``: the same grid expanded (``hydra.sweeper.params``
+        included), then :func:`sweeper.search.driver.run_search` launches it round by round through this sweeper's
+        launcher.
+
+        Raises:
+            ValueError: a ``search=frontier`` setting the search cannot run (:func:`sweeper.search.driver.grid_points`).
+        """
+        if self.config is None or self.hydra_context is None or self.launcher is None:
+            raise RuntimeError("SweeperBasicSweeper.sweep called before setup()")
+        if str(self.config.get("search", {}).get("name", "grid")) != "frontier":
+            return super().sweep(arguments)
+        from pathlib import Path
+
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import OmegaConf
+
+        from sweeper.search.driver import grid_points, run_search
+
+        params = [*self._parse_config(), *arguments]
+        parsed = OverridesParser.create(config_loader=self.hydra_context.config_loader).parse_overrides(params)
+        jobs = [list(p) for batch in self.split_arguments(parsed, None) for p in batch]
+        points = grid_points(self.hydra_context.config_loader, self.config, jobs)
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        return run_search(points, sweep_dir, self.launcher.launch)

@@ -19,9 +19,9 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from sweeper.config.sections import ClusterConfig, PlanConfig, TimingConfig, from_mapping
+from sweeper.config.sections import ClusterConfig, PlanConfig, SearchConfig, TimingConfig, from_mapping
 
-__all__ = ["ClusterConfig", "PlanConfig", "SweeperConfig", "TimingConfig", "from_mapping"]
+__all__ = ["ClusterConfig", "PlanConfig", "SearchConfig", "SweeperConfig", "TimingConfig", "from_mapping"]
 
 
 class Fsdp(str, Enum):
@@ -165,6 +165,8 @@ class SweeperConfig:
     train_tokens: float = 1.0e12
     plan: PlanConfig = field(default_factory=PlanConfig)
     timing: TimingConfig = field(default_factory=TimingConfig)
+    # how the multirun walks the grid: search=grid (every point) or search=frontier (docs/search.md); not identity
+    search: SearchConfig = field(default_factory=SearchConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)

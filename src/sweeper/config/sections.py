@@ -124,6 +124,40 @@ class TimingConfig:
     contention_warn_frac: float = 0.1
 
 
+@dataclass(frozen=True)
+class SearchConfig:
+    """How a multirun walks its grid (``search=grid|frontier``, files in ``conf/search/``; docs/search.md).
+
+    ``grid`` runs every point. ``frontier`` (:mod:`sweeper.search`) predicts every point, measures in the order of
+    the predicted fronts, screens each point with a short timed window first and promotes to the full window only
+    the points that could still be on the frontier; the rest get a ``skipped`` record with the reason. None of
+    these keys is part of a point's identity (a screen is the same point measured with a shorter window).
+    """
+
+    # grid (every point) or frontier (the planner-ordered, successive-halving search)
+    name: str = "grid"
+    # which window a job measures: full (the point's timed_steps) or screen (screen_timed_steps); set per job by
+    # the frontier search, never by hand
+    window: str = "full"
+    # screen each point with a short window first: auto (when the steps it saves outweigh a second start-up, by the
+    # measured per-point overhead: docs/search.md), always, never
+    screen: str = "auto"
+    # timed steps of a screen (the warm-up and memory windows are the point's own: peak memory and OOM are exact)
+    screen_timed_steps: int = 3
+    # points launched together in one batch (SLURM runs a batch's jobs at once; locally they run one by one)
+    batch_size: int = 4
+    # floor of the relative throughput margin around a prediction (fraction); the model's own error on the
+    # measured points of this sweep raises it
+    throughput_margin: float = 0.15
+    # floor of the relative memory margin around a prediction (fraction); raised the same way
+    memory_margin: float = 0.05
+    # a screen's throughput upper bound is its fastest step's tokens/s times (1 + this), or more when the promoted
+    # points showed the screens to be further off (fraction)
+    screen_margin: float = 0.1
+    # stop after this many full-window measurements without a change of the frontier (null: no such limit)
+    patience: int | None = None
+
+
 def from_mapping(cls: type[T], data: Mapping[str, Any] | T | None) -> T:
     """One of the frozen sections (:class:`ClusterConfig`, :class:`PlanConfig`, :class:`TimingConfig`) from plain data
     (a composed config's container, a ``spec.json``/``result.json`` of any version, a payload): the schema's

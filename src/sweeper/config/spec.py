@@ -13,7 +13,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from sweeper.config.sections import PlanConfig, TimingConfig, from_mapping
+from sweeper.config.sections import PlanConfig, SearchConfig, TimingConfig, from_mapping
 from sweeper.redact import redact_tree
 
 #: Spec fields that hold user text as trees (passthrough dicts, callbacks): where a secret may be given.
@@ -66,12 +66,15 @@ class PointSpec:
     timed_auto: bool = False
     # ci_rel, min/max_timed_steps, contention_warn_frac (budgets, not identity)
     timing: TimingConfig = field(default_factory=TimingConfig)
+    # how the multirun walks the grid, and which window this job measures (budgets, not identity: docs/search.md)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
     def __post_init__(self) -> None:
         # plain data (a composed config's container, a spec.json of any version: partial sections) becomes the
         # frozen sections, the schema's defaults for the keys not given; an unknown key raises TypeError
         object.__setattr__(self, "plan", from_mapping(PlanConfig, self.plan))
         object.__setattr__(self, "timing", from_mapping(TimingConfig, self.timing))
+        object.__setattr__(self, "search", from_mapping(SearchConfig, self.search))
 
     @property
     def world_size(self) -> int:
@@ -100,11 +103,25 @@ class PointSpec:
         return replace(self, per_device_batch_size=int(batch))
 
     @property
+    def screening(self) -> bool:
+        """This job measures the short window of the frontier search (``search.window=screen``, docs/search.md)."""
+        return self.search.window == "screen"
+
+    @property
+    def timed_window(self) -> int:
+        """Timed steps this job runs at most: ``search.screen_timed_steps`` for a screen (fixed, never above
+        ``timed_steps``), else ``timed_steps`` (with ``timed_steps=auto``: its cap)."""
+        if self.screening:
+            return min(int(self.search.screen_timed_steps), int(self.timed_steps))
+        return int(self.timed_steps)
+
+    @property
     def total_steps(self) -> int:
         """Optimizer steps the Trainer runs at most (its ``max_steps``): warm-up + timed + memory + profiled; with
         ``timed_steps=auto`` the timed window counts at its cap (``timed_steps`` holds it) and the ranks stop
-        training after the profile window that follows the window's real end."""
-        return self.warmup_steps + int(self.timed_steps) + self.memory_steps + self.profile_steps
+        training after the profile window that follows the window's real end; a screen counts its own window
+        (:attr:`timed_window`)."""
+        return self.warmup_steps + self.timed_window + self.memory_steps + self.profile_steps
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every field (JSON-serialisable)."""

@@ -144,7 +144,7 @@ def run_rank(point_dir: Path) -> int:
     # sweeper's own measurement code: each callback a site, contained (notes) or attributed (sweeper.job.faults)
     notes = faults.Degradations(lambda: phase.step)
     # timed_steps=auto: spec.timed_steps is the cap; the timer ends the window earlier (sweeper.job.timing.Windows)
-    windows = Windows(spec.warmup_steps, spec.timed_steps, spec.memory_steps, spec.profile_steps, stop_rule(spec))
+    windows = Windows(spec.warmup_steps, spec.timed_window, spec.memory_steps, spec.profile_steps, stop_rule(spec))
     timer = StepTimer(windows, use_cuda, notes)
     memory = MemoryWindow(windows, use_cuda, budget)
     limits = [BudgetWindow(range(spec.warmup_steps), budget)] if budget and spec.warmup_steps and not use_cuda else []

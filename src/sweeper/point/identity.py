@@ -9,7 +9,9 @@ hashing:
   windows and only yields the top-ops table and the trace), ``timing.*`` (how ``timed_steps=auto`` sizes its
   window: its confidence target and step bounds; ``timed_steps=auto`` itself is identity, a procedure other than
   any fixed count), and capacity planning's ``prune``, ``train_tokens`` and ``plan.*`` only change what is
-  predicted or whether the point is launched; a rerun with a new budget replaces the old record (history kept as
+  predicted or whether the point is launched, and ``search.*`` (how the multirun walks the grid, and whether this
+  job is the frontier search's short screen of the point or its full measurement: docs/search.md); a rerun with a
+  new budget replaces the old record (history kept as
   ``result.<n>.json``);
 - **settings without effect are dropped**: ``use_reentrant`` without checkpointing (``gc=false``), ``fsdp_config``
   without FSDP, ``deepspeed_config`` without DeepSpeed (both refused by the gate anyway), and passthrough entries
@@ -37,7 +39,17 @@ from sweeper.config.spec import PointSpec
 
 #: Spec fields that bound or decorate a run without changing what it measures.
 BUDGET_FIELDS: frozenset[str] = frozenset(
-    {"timeout_s", "host_mem_limit_gib", "profile_steps", "profile_trace", "prune", "train_tokens", "plan", "timing"}
+    {
+        "timeout_s",
+        "host_mem_limit_gib",
+        "profile_steps",
+        "profile_trace",
+        "prune",
+        "train_tokens",
+        "plan",
+        "timing",
+        "search",
+    }
 )
 
 

@@ -167,6 +167,8 @@ def begin(
     4. the gate (:func:`sweeper.point.gate.check`), then the pre-flight (:func:`sweeper.point.preflight.refusal`: the
        libraries' own objects): a refusal (``invalid``, ``unsupported``, or ``pruned`` when ``prune=true`` and the
        point is predicted not to fit) is written as the point's record, with its predicted numbers, and returned;
+       a ``skipped`` record (the frontier search's) is set aside when the sweep is not a frontier search, an ``ok``
+       screen (the search's short window) when this job measures the full window (docs/search.md);
     5. the directory: created, stale rank files of an interrupted attempt removed, ``spec.json`` written.
 
     Returns:
@@ -234,6 +236,11 @@ def _settled(
     status = sweep.final_status(pid, rerun)
     if status == "pruned" and not _still_pruned(spec, target):
         sweep.set_aside(pid)  # history kept: decide again
+    elif status == "skipped" and spec.search.name != "frontier":
+        sweep.set_aside(pid)  # the frontier search's decision, not the point's: a grid measures it
+    elif status == "ok" and not spec.screening and sweep.read_record(pid).screen:
+        sweep.set_aside(pid)  # a short-window screen is never the final measurement: promoted, measured in full
+        pending_elsewhere = pending_elsewhere - {pid}  # its screen's job wrote its record: it may still be ending
     elif status:
         return sweep.read_record(pid)
     if pid in pending_elsewhere:

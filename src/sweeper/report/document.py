@@ -41,6 +41,7 @@ from sweeper.report.tables import (
     shown_failures,
     shown_ok,
     shown_replays,
+    skipped_table,
 )
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
@@ -162,13 +163,15 @@ def build_document(
     axes = grid.axes(df.columns)
     unit = mem_unit(df)
     sections = [
-        Section("", [Para(p) for p in answer(df, axes, unit, device_mem_gib)]),
+        Section("", [*_search(sweep), *[Para(p) for p in answer(df, axes, unit, device_mem_gib)]]),
         Section("Results", _results(df, axes, unit, max_rows)),
     ]
     if has_predictions(df):
         sections.append(Section("Predicted vs measured", _predicted(df, records)))
     if len(df) and (df["status"] == "pruned").any():
         sections.append(Section("Pruned before launch", _pruned(df, axes)))
+    if len(df) and (df["status"] == "skipped").any():
+        sections.append(Section("Skipped by the search", _skipped(df, axes)))
     sections += [
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
@@ -271,6 +274,32 @@ def _predicted(df: pd.DataFrame, records: Sequence[Record]) -> list[Block]:
         blocks.append(Code(command))
     blocks += [Para(n) for n in notes]
     return blocks
+
+
+def _search(sweep: SweepDir) -> list[Block]:
+    """``search=frontier``: how much of the grid ran and what all of it would have cost by the model, first."""
+    from sweeper.search.decide import cost_line
+    from sweeper.search.state import Log
+
+    if not sweep.search_file.exists():
+        return []
+    log = Log.read(sweep)
+    stop = f" It stopped because {escape(log.stop)}." if log.stop else " It has not finished (resume it)."
+    line = escape(cost_line(log.cost)) if log.cost else f"a grid of {log.grid:,} point(s), cost not known yet"
+    return [Para(f"{strong('Frontier search')} ({code('search=frontier')}, docs/search.md): {line}.{stop}")]
+
+
+def _skipped(df: pd.DataFrame, axes: list[str]) -> list[Block]:
+    table = skipped_table(df, axes)
+    return [
+        Para(
+            f"{len(table):,} point(s) were not measured in full by {code('search=frontier')}: predicted not to fit "
+            "or dominated by a measured point with the model's margins, screened with a short window and dominated, "
+            f"or left when the search stopped. {code('search=grid')} with the same {code('hydra.sweep.dir')} "
+            "measures them."
+        ),
+        Table(table),
+    ]
 
 
 def _pruned(df: pd.DataFrame, axes: list[str]) -> list[Block]:

@@ -207,6 +207,8 @@ def answer(
     count = f"{len(df):,} points: {int(counts.get('ok', 0)):,} ok ({n_front:,} on the frontier)"
     if bad:
         count += "; " + ", ".join(f"{n:,} {escape(s)}" for s, n in sorted(bad.items(), key=lambda x: (-x[1], x[0])))
-        count += " (reasons under Failures" + (" and Pruned before launch" if "pruned" in bad else "") + ")"
+        apart = {"pruned": "Pruned before launch", "skipped": "Skipped by the search"}
+        sections = ["Failures"] * bool(set(bad) - set(apart)) + [apart[s] for s in apart if s in bad]
+        count += f" (reasons under {' and '.join(sections)})"
     out.append(count + ".")
     return out

@@ -28,8 +28,8 @@ FRONTIER_DEFINITION = (
     "(the ranges overlap) with strictly less peak memory; tied points with equal memory are both on the frontier "
     "(docs/report.md)"
 )
-#: Statuses the failures table leaves out: listed apart (:func:`pruned_table`).
-APART = ("pruned",)
+#: Statuses the failures table leaves out: listed apart (:func:`pruned_table`, :func:`skipped_table`).
+APART = ("pruned", "skipped")
 #: Display headers of columns whose name is not self-explaining.
 AXIS_HEADERS = {"fp32_master_weights": "fp32 master weights"}
 
@@ -161,7 +161,7 @@ def pruned_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
     """The points pruned before launch (predicted not to fit), by point id: the axes, the per-device batch, the
     predicted bytes per device, the capacity and the usable memory (capacity less the margin) in MiB or GiB (GiB
     from 1 GiB up, the unit in the header), the margin (%), the largest batch predicted to fit, and the point id."""
-    rows = df[df["status"].isin(APART)].sort_values("point_id", kind="stable")
+    rows = df[df["status"] == "pruned"].sort_values("point_id", kind="stable")
     need = pd.to_numeric(rows["predicted_device_bytes"], errors="coerce")
     cap = pd.to_numeric(rows["predicted_device_mem_bytes"], errors="coerce")
     margin = pd.to_numeric(rows["predicted_margin"], errors="coerce")
@@ -180,6 +180,19 @@ def pruned_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
         "point": rows["point_id"].astype(str).tolist(),
     }
     return pd.DataFrame(out, dtype=object)
+
+
+def skipped_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
+    """The points ``search=frontier`` did not measure in full (status ``skipped``), by point id: the axes, the
+    reason (the decision, the dominating point and the numbers compared), the point id."""
+    rows = df[df["status"] == "skipped"].sort_values("point_id", kind="stable")
+    return pd.DataFrame(
+        {
+            **axis_columns(rows, axes),
+            "reason": [text(v) for v in rows["reason"]],
+            "point": rows["point_id"].astype(str).tolist(),
+        }
+    )
 
 
 def failures_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:

@@ -17,13 +17,13 @@ from sweeper.results.sweepdir import SweepDir
 def collect_records(sweep_dir: SweepDir | Path) -> list[Record]:
     """All records of a sweep, sorted by point id: the ``result.json`` files (:meth:`SweepDir.records`) plus a
     ``pending`` record for every point folder without one, with the SLURM job id in its reason and ``env`` when the
-    point was submitted to SLURM.
+    point was submitted to SLURM; an undecided ``ok`` screen of ``search=frontier`` is ``pending`` too.
 
     Raises:
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
     sweep = SweepDir.of(sweep_dir)
-    records = sweep.records()
+    records = [_undecided(r, sweep) if r.screen and r.status == "ok" else r for r in sweep.records()]
     folders = sorted(sweep.pending_point_ids())
     try:  # collecting must not fail on it (SLURM accounting reads it strictly)
         submitted = sweep.submitted() if folders else {}
@@ -46,6 +46,24 @@ def collect_records(sweep_dir: SweepDir | Path) -> list[Record]:
             )
         )
     return sorted(records, key=lambda r: r.point_id)
+
+
+def _undecided(screen: Record, sweep: SweepDir) -> Record:
+    """An ``ok`` screen of ``search=frontier`` still in ``result.json`` (a search stopped before deciding it) as the
+    ``pending`` record it is: its short window is never the point's final measurement (docs/search.md)."""
+    steps = (screen.metrics or {}).get("timed_steps")
+    return Record(
+        sweep_id=screen.sweep_id,
+        point_id=screen.point_id,
+        status="pending",
+        reason=f"screened with a short window ({steps} timed steps), not decided yet: resume the search with "
+        f"hydra.sweep.dir={sweep.path} (search=frontier) to promote or skip it",
+        spec=screen.spec,
+        overrides=screen.overrides,
+        replay=screen.replay,
+        env=screen.env,
+        predicted=screen.predicted,
+    )
 
 
 def pending_reason(job_id: str | None, queued: dict[str, Any] | None) -> str:

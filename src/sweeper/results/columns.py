@@ -195,6 +195,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("train_tokens", FLOAT, "tokens", "tokens of the planned training run (days, GPU-hours)",
            "spec.train_tokens"),
     Column("plan", FAMILY, "", "plan.<key>: capacity planning's assumptions (efficiency, margins)", "spec.plan"),
+    Column("search", FAMILY, "", "search.<key>: how the multirun walked the grid (search=grid|frontier, the window "
+           "this record measured, the frontier search's margins; docs/search.md)", "spec.search"),
     Column("model.model_type", STR, "", "transformers model_type of the architecture", "spec.model_type"),
     Column("model.decoder_layer", STR, "", "decoder block class (FSDP wrap and checkpointing unit)",
            "spec.decoder_layer"),

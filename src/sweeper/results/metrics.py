@@ -227,9 +227,9 @@ def step_window(spec: PointSpec, step: int, timed_stop: int | None = None) -> st
 
     ``timed_stop``: where the timed window really ended (the ``stop`` of a rank file's ``timed_window``, 0-based
     exclusive, i.e. the 1-based number of its last step), for ``timed_steps=auto``; None: the spec's counts
-    (``timed_steps``, the cap under auto)."""
+    (``timed_steps``, the cap under auto; a screen's ``search.screen_timed_steps``)."""
     # a spec past the gate holds an int (under auto: the cap); int() as in PointSpec.total_steps
-    timed = int(spec.timed_steps) if timed_stop is None else timed_stop - spec.warmup_steps
+    timed = spec.timed_window if timed_stop is None else timed_stop - spec.warmup_steps
     end = 0
     for name, count in zip(WINDOWS, (spec.warmup_steps, timed, spec.memory_steps, spec.profile_steps), strict=True):
         end += count

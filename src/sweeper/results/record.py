@@ -29,6 +29,7 @@ STATUSES: tuple[str, ...] = (
     "invalid",  # refused before launch: the combination cannot work (reason names the keys)
     "unsupported",  # refused or stopped: this hardware cannot run what the label says
     "pruned",  # predicted not to fit, not launched
+    "skipped",  # search=frontier did not measure it: predicted not to fit or dominated, with margin (docs/search.md)
     "pending",  # no final result yet (collected before the sweep finished)
 )
 
@@ -146,6 +147,10 @@ class Record:
             ``step_time_s`` (float, seconds, slowest rank), ``loss`` (float or None, rank 0's logged loss),
             ``mem_high_water_bytes`` (int or None, bytes, max over ranks of the high-water mark so far) -- and
             ``mem_kind`` (``cuda_max_allocated`` or ``rss_peak``). Not a column of the results table.
+        search: the frontier search's word on a point it did not measure in full (``skipped``): the decision
+            (``predicted-no-fit``, ``predicted-dominated``, ``screen-dominated``, ``stopped``), the point that
+            dominates it and the numbers compared (tokens/s per device, bytes), the margins used; None otherwise
+            (docs/search.md).
     """
 
     sweep_id: str
@@ -164,12 +169,19 @@ class Record:
     artifacts: dict[str, str] = field(default_factory=dict)
     wall_time_s: float | None = None
     series: dict[str, Any] | None = None
+    search: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a {self.status!r} record needs a reason a person can act on")
+
+    @property
+    def screen(self) -> bool:
+        """This record measured the frontier search's short window (``spec.search.window == "screen"``): never the
+        point's final measurement when ``ok`` (docs/search.md)."""
+        return ((self.spec or {}).get("search") or {}).get("window") == "screen"
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-serialisable data."""

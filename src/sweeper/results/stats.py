@@ -139,7 +139,8 @@ class StopRule:
 
 def stop_rule(spec: PointSpec) -> StopRule | None:
     """The :class:`StopRule` of ``spec`` with ``timed_steps=auto`` (``timing.*``; the schema's defaults for a key not
-    given, :class:`sweeper.config.schema.TimingConfig`), or None for a fixed ``timed_steps``."""
-    if not spec.timed_auto:
+    given, :class:`sweeper.config.schema.TimingConfig`), or None for a fixed ``timed_steps`` and for a screen of the
+    frontier search (its window is fixed)."""
+    if not spec.timed_auto or spec.screening:  # a screen's window is fixed (search.screen_timed_steps)
         return None
     return StopRule(float(spec.timing.ci_rel), int(spec.timing.min_timed_steps), int(spec.timed_steps))

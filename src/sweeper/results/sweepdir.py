@@ -10,6 +10,7 @@ folders and records, and whether a point is final. Every file name of a sweep is
 
     <sweep_dir>/
       sweep.json                  # SWEEP_FILE: sweep id, start time, command line, mode, n_points, W&B settings
+      search.json                 # SEARCH_FILE: search=frontier's log (grid, predictions, decisions, cost)
       submitted.json              # SUBMITTED_FILE: points submitted to SLURM -> job id(s), overrides, spec
       points/<point_id>/          # POINTS_DIR: one folder per point
         result.json               # RESULT_FILE: the point's record (sweeper.results.record)
@@ -48,6 +49,9 @@ SUBMITTED_FILE = "submitted.json"
 #: What SLURM last said of each submitted point still waiting: ``{point_id: {"job_id", "state", "reason",
 #: "asked_at"}}`` (:meth:`SweepDir.set_queue`, written by :func:`sweeper.launchers.slurm.accounting.reconcile`).
 QUEUE_FILE = "queue.json"
+#: The frontier search's log (:mod:`sweeper.search`): the grid, the prediction each point was launched on, the
+#: decisions, the stop reason and the point-seconds; derived from the records, read leniently.
+SEARCH_FILE = "search.json"
 #: The folder of the point folders, ``points/<point_id>/``.
 POINTS_DIR = "points"
 #: A point's record (:class:`sweeper.results.record.Record`); an earlier one set aside is ``result.<n>.json``.
@@ -152,6 +156,11 @@ class SweepDir:
     def queue_file(self) -> Path:
         """``<sweep_dir>/queue.json``."""
         return self.path / QUEUE_FILE
+
+    @property
+    def search_file(self) -> Path:
+        """``<sweep_dir>/search.json`` (``search=frontier`` only)."""
+        return self.path / SEARCH_FILE
 
     @property
     def points_dir(self) -> Path:

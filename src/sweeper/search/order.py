@@ -1,0 +1,137 @@
+"""The frontier search's decisions, on plain numbers: the order of the predicted fronts, "surely dominated" (skip
+or do not promote), the margins from the model's own error, and whether a screen pays.
+
+Throughput is tokens/s per device (higher is better), memory is peak bytes per rank (lower is better), as in the
+report (:mod:`sweeper.results.frontier`, whose rule this module reuses: one way to decide domination).
+
+**Order** (:func:`front_order`): non-dominated sorting of the predictions (Deb, Pratap, Agarwal, Meyarivan, "A fast
+and elitist multiobjective genetic algorithm: NSGA-II", IEEE Trans. Evol. Comput. 6(2), 2002): front 0 is the
+predicted frontier (:func:`sweeper.results.frontier.pareto_frontier` of the predictions, zero-width), front 1 the
+frontier of the rest, and so on; inside a front, the larger crowding distance first (NSGA-II section III-B: the
+extremes of a front, fastest and smallest, come first, then the points in its sparsest stretches). A point without
+a throughput prediction (a CPU precision with no measured peak yet) is put in front 0: it cannot be ranked, and
+measuring it is what calibrates its precision.
+
+**Surely dominated** (:func:`surely_dominated`): a point whose throughput interval lies entirely below ``upper`` and
+whose peak memory is at least ``mem_low`` is dominated by a measured point A, under the report's rule, whatever its
+real numbers, when ``A.mem < mem_low`` and ``upper <= A.high`` (tied or slower, with more memory), or when
+``A.mem <= mem_low`` and ``A.low > upper`` (slower, with no less memory). Domination by a measured point never goes
+away as more points are measured, so such a point can be skipped for good.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sweeper.results.frontier import pareto_frontier
+
+
+@dataclass(frozen=True)
+class Guess:
+    """One unmeasured point as the model predicts it.
+
+    Attributes:
+        pid: the point id.
+        throughput: predicted tokens/s per device, None when the model has no peak for it yet.
+        memory: predicted peak bytes per rank, None when unknown.
+    """
+
+    pid: str
+    throughput: float | None
+    memory: float | None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One point measured over its full window (an ``ok`` record): its throughput interval (tokens/s per device,
+    :func:`sweeper.results.frontier.throughput_interval`) and its peak bytes."""
+
+    pid: str
+    low: float
+    high: float
+    memory: float
+
+
+def crowding(values: Sequence[tuple[float, float]]) -> list[float]:
+    """NSGA-II's crowding distance of each point of one front (Deb et al. 2002, section III-B): per objective, the
+    points sorted by it, the two ends infinite, each inner point the gap between its neighbours over the
+    objective's range; summed over the objectives."""
+    n = len(values)
+    dist = [0.0] * n
+    for k in range(2 if n else 0):
+        idx = sorted(range(n), key=lambda i: values[i][k])
+        lo, hi = values[idx[0]][k], values[idx[-1]][k]
+        dist[idx[0]] = dist[idx[-1]] = math.inf
+        span = hi - lo
+        for j in range(1, n - 1):
+            if span > 0:
+                dist[idx[j]] += (values[idx[j + 1]][k] - values[idx[j - 1]][k]) / span
+    return dist
+
+
+def fronts(guesses: Sequence[Guess]) -> list[list[Guess]]:
+    """The predicted fronts, best first (module doc): each the frontier of what the earlier fronts left, by
+    :func:`sweeper.results.frontier.pareto_frontier` on the predicted numbers; unpredictable points join front 0.
+    Each front is in crowding-distance order (largest first; ties by throughput, then point id)."""
+    unknown = [g for g in guesses if g.throughput is None or g.memory is None]
+    left = [g for g in guesses if g.throughput is not None and g.memory is not None]
+    out: list[list[Guess]] = []
+    while left:
+        on = pareto_frontier([g.throughput for g in left], [g.memory for g in left])
+        out.append([g for g, f in zip(left, on, strict=True) if f])
+        left = [g for g, f in zip(left, on, strict=True) if not f]
+    if unknown:
+        out = [unknown + (out[0] if out else []), *out[1:]]
+    ordered = []
+    for front in out:
+        known = [g for g in front if g.throughput is not None and g.memory is not None]
+        dist = dict(zip((g.pid for g in known), crowding([(g.throughput, g.memory) for g in known]), strict=True))  # type: ignore[misc]
+        ordered.append(sorted(front, key=lambda g: (-dist.get(g.pid, math.inf), -(g.throughput or math.inf), g.pid)))
+    return ordered
+
+
+def front_order(guesses: Sequence[Guess]) -> list[Guess]:
+    """The guesses in measuring order: front by front (:func:`fronts`)."""
+    return [g for front in fronts(guesses) for g in front]
+
+
+def surely_dominated(upper: float, mem_low: float, measured: Sequence[Measured]) -> Measured | None:
+    """The measured point that dominates, under the report's rule, any point whose throughput is at most ``upper``
+    (tokens/s per device) and whose peak is at least ``mem_low`` (bytes), or None (module doc). Among several, the
+    one with the least memory (then the fastest): the reason names the strongest witness."""
+    hits = [a for a in measured if (a.memory < mem_low and upper <= a.high) or (a.memory <= mem_low and a.low > upper)]
+    return min(hits, key=lambda a: (a.memory, -a.high, a.pid)) if hits else None
+
+
+def margin(errors: Sequence[float], floor: float, recent: int = 6, need: int = 1) -> float:
+    """The relative margin to hold around a prediction: the largest absolute relative error among the ``recent``
+    latest out-of-sample errors of the model on this sweep (each point's prediction made before it was measured,
+    against its measurement), never below ``floor`` (fraction); infinite (nothing is skipped on that axis) while
+    fewer than ``need`` errors are known: without a measured error there is no margin to trust."""
+    known = [abs(e) for e in errors if math.isfinite(e)]
+    if len(known) < need:
+        return math.inf
+    return max([floor, *known[-recent:]])
+
+
+def screen_pays(saved_s: float | None, overhead_s: float | None, promoted: int, screened: int) -> bool:
+    """Whether a short screen is worth its cost for a point (``search.screen=auto``): with p the share of screens
+    promoted so far (Laplace's rule of succession, (promoted + 1) / (screened + 2): 0.5 before any), a screen saves
+    ``saved_s`` (the timed steps it leaves out, predicted seconds) with probability 1 - p and costs ``overhead_s``
+    (a second start-up and warm-up, seconds, measured on this sweep) with probability p. Unknown numbers: screen
+    (the screen is what measures them)."""
+    if saved_s is None or overhead_s is None:
+        return True
+    p = (promoted + 1) / (screened + 2)
+    return (1 - p) * saved_s > p * overhead_s
+
+
+def overhead_estimate(samples: Sequence[tuple[float, int, float]]) -> float | None:
+    """The per-point seconds that do not scale with the steps (start-up, model build, warm-up compilation, the
+    record): the median over measured points of ``wall_time_s - steps x step_time_s_median`` (clamped at 0), from
+    ``(wall_time_s, steps run, step_time_s_median)`` triples; None without any."""
+    values = [max(0.0, w - n * t) for w, n, t in samples if w and t and n]
+    return statistics.median(values) if values else None

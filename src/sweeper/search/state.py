@@ -1,0 +1,90 @@
+"""What the frontier search knows, read back from the sweep directory: the records are the truth (so a killed
+search resumes where it stopped), ``search.json`` only adds the prediction each point was launched on.
+
+Throughput intervals come from :func:`sweeper.results.frontier.throughput_interval` (the report's), memory is
+``peak_mem_bytes``; seconds are ``wall_time_s`` (from launching a point's ranks to its record).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.results.atomic import write_json_atomic
+from sweeper.results.frontier import pareto_frontier, throughput_interval
+from sweeper.results.record import Record, read_record
+from sweeper.results.sweepdir import SweepDir
+from sweeper.search.order import Measured
+
+
+def interval(record: Record) -> tuple[float, float] | None:
+    """``(low, high)`` tokens/s per device of an ``ok`` record (the report's interval), or None without a
+    throughput."""
+    import pandas as pd
+
+    m = dict(record.metrics or {})
+    if not m.get("tokens_per_s_per_device"):
+        return None
+    row = {k: m.get(k) for k in ("tokens_per_s_per_device", "step_time_s_median", "step_time_s_ci95_low",
+                                 "step_time_s_ci95_high", "step_time_s_p10", "step_time_s_p90")}  # fmt: skip
+    row["timed_steps_measured"] = m.get("timed_steps")
+    low, high = throughput_interval(pd.DataFrame([row]))
+    return float(low.iloc[0]), float(high.iloc[0])
+
+
+def measured_point(record: Record) -> Measured | None:
+    """A full-window ``ok`` record as a :class:`Measured`, or None (not ok, a screen, no throughput or peak)."""
+    peak = (record.metrics or {}).get("peak_mem_bytes")
+    if record.status != "ok" or record.screen or not peak:
+        return None
+    iv = interval(record)
+    return None if iv is None else Measured(record.point_id, iv[0], iv[1], float(peak))
+
+
+def history(sweep: SweepDir, pid: str) -> list[Record]:
+    """A point's earlier records set aside (``result.<n>.json``, oldest first) that still read."""
+    out = []
+    for path in sorted(sweep.point(pid).glob("result.*.json"), key=lambda p: int(p.name.split(".")[1])):
+        try:
+            out.append(read_record(path))
+        except ValueError:
+            continue
+    return out
+
+
+def frontier_ids(measured: Iterable[Measured]) -> frozenset[str]:
+    """The point ids on the frontier of the measured points (the report's rule)."""
+    pts = list(measured)
+    on = pareto_frontier([(a.low + a.high) / 2 for a in pts], [a.memory for a in pts],
+                         [a.low for a in pts], [a.high for a in pts])  # fmt: skip
+    return frozenset(a.pid for a, f in zip(pts, on, strict=True) if f)
+
+
+@dataclass
+class Log:
+    """``search.json``: per point the prediction it was launched on (``{"tokens_per_s_per_device", "peak_bytes",
+    "front", "round", "window"}``), the rounds' margins, the stop reason and the cost figures (the report's first
+    line). Written atomically after every round; a damaged or missing file is an empty log (the records remain)."""
+
+    grid: int = 0
+    points: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    stop: str | None = None
+    cost: dict[str, Any] = field(default_factory=dict)
+    since_change: int = 0
+
+    @classmethod
+    def read(cls, sweep: SweepDir) -> Log:
+        """The sweep's log, or an empty one."""
+        try:
+            data = json.loads(sweep.search_file.read_text())
+            known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            return cls(**known)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return cls()
+
+    def write(self, sweep: SweepDir) -> None:
+        """Write ``search.json`` atomically."""
+        write_json_atomic(sweep.search_file, self.__dict__)

@@ -1,0 +1,118 @@
+"""The frontier search's decisions on synthetic predictions (sweeper.search.order): the predicted fronts and their
+order, "surely dominated" against the report's rule, the margins, the screen's cost rule."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+from sweeper.results.frontier import pareto_frontier
+from sweeper.search.order import (
+    Guess,
+    Measured,
+    crowding,
+    front_order,
+    fronts,
+    margin,
+    overhead_estimate,
+    screen_pays,
+    surely_dominated,
+)
+
+
+def test_fronts_peel_the_predicted_frontier_and_put_unpredictable_points_first():
+    gs = [
+        Guess("fast-big", 100.0, 10.0),
+        Guess("slow-small", 50.0, 2.0),
+        Guess("mid", 80.0, 5.0),
+        Guess("dominated", 70.0, 6.0),  # by mid
+        Guess("worst", 10.0, 20.0),
+        Guess("no-peak", None, 3.0),
+    ]
+    fs = fronts(gs)
+    assert {g.pid for g in fs[0]} == {"fast-big", "slow-small", "mid", "no-peak"}
+    assert [g.pid for g in fs[1]] == ["dominated"]
+    assert [g.pid for g in fs[2]] == ["worst"]
+    order = [g.pid for g in front_order(gs)]
+    assert order[0] == "no-peak"  # unrankable: measured first, it calibrates its precision
+    assert order[1:3] == ["fast-big", "slow-small"]  # a front's extremes (infinite crowding distance) next
+    assert order[-2:] == ["dominated", "worst"]
+
+
+def test_crowding_distance_is_infinite_at_the_ends_and_larger_in_sparse_stretches():
+    d = crowding([(1.0, 1.0), (2.0, 2.0), (2.1, 2.1), (10.0, 10.0)])
+    assert math.isinf(d[0]) and math.isinf(d[3])
+    assert d[2] > d[1]  # (2.1) has a wide gap to 10 on its right; (2.0) sits between 1 and 2.1
+    assert crowding([]) == []
+
+
+def _report_dominates(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
+    """Whether ``a`` dominates ``b``, (low, high, memory) each, by the report's own code: with two points, b is off
+    the frontier exactly when a dominates it."""
+    on = pareto_frontier([a[0], b[0]], [a[2], b[2]], [a[0], b[0]], [a[1], b[1]])
+    return not on[1]
+
+
+def test_surely_dominated_matches_the_report_rule_for_every_point_within_the_bounds():
+    """Whatever a skipped point's real interval [l, h] (h <= upper) and memory (>= mem_low), the witness dominates
+    it by the report's rule; and a point the rule does not flag is not dominated at its most favourable corner."""
+    rng = random.Random(7)
+    for _ in range(400):
+        a = Measured("a", *sorted((rng.uniform(0, 10), rng.uniform(0, 10))), float(rng.randint(1, 5)))
+        upper, mem_low = rng.uniform(0, 10), float(rng.randint(1, 5))
+        by = surely_dominated(upper, mem_low, [a])
+        corners = [(lo, hi, m) for lo, hi in [(upper, upper), (0.0, upper)] for m in (mem_low, mem_low + 3)]
+        if by is not None:
+            assert all(_report_dominates((a.low, a.high, a.memory), c) for c in corners)
+        else:  # the best case of such a point, its whole interval at upper with the least memory, survives a
+            assert not _report_dominates((a.low, a.high, a.memory), (upper, upper, mem_low))
+
+
+def test_surely_dominated_names_the_witness_with_least_memory_and_treats_equal_memory_strictly():
+    ms = [Measured("big", 90.0, 110.0, 8.0), Measured("small", 95.0, 105.0, 4.0)]
+    assert surely_dominated(100.0, 9.0, ms).pid == "small"
+    # same memory as the witness: only a strictly faster witness dominates (a tie with equal memory does not)
+    assert surely_dominated(100.0, 4.0, ms) is None
+    assert surely_dominated(94.0, 4.0, ms).pid == "small"
+    assert surely_dominated(120.0, 9.0, ms) is None  # could be faster than every measured point
+
+
+def test_margin_takes_the_largest_recent_error_and_never_goes_below_the_floor():
+    assert margin([], 0.1, need=0) == 0.1
+    assert math.isinf(margin([], 0.1)) and math.isinf(margin([0.01], 0.1, need=2))  # no measured error yet
+    assert margin([0.02, -0.3, 0.05], 0.1) == 0.3
+    assert margin([-0.5, *([0.01] * 6)], 0.1) == 0.1  # an old error ages out after `recent` measurements
+    assert margin([float("nan"), 0.2], 0.05) == 0.2
+
+
+def test_screen_pays_weighs_the_saving_against_a_second_start_up():
+    assert screen_pays(None, 5.0, 0, 0) and screen_pays(10.0, None, 0, 0)  # unknown: screen (it measures them)
+    assert not screen_pays(2.0, 15.0, 0, 0)  # tiny CPU points: start-up dominates, measure in full at once
+    assert screen_pays(600.0, 30.0, 0, 0)  # long windows: the screen pays
+    # once most screens were promoted, the second start-up is paid most of the time
+    assert screen_pays(40.0, 30.0, 0, 10) and not screen_pays(40.0, 30.0, 10, 10)
+
+
+def test_overhead_estimate_is_the_median_wall_time_not_explained_by_the_steps():
+    assert overhead_estimate([]) is None
+    samples = [(20.0, 10, 0.5), (30.0, 20, 0.5), (100.0, 10, 0.1)]
+    assert overhead_estimate(samples) == 20.0  # 15, 20, 99 -> median 20
+    assert overhead_estimate([(1.0, 10, 1.0)]) == 0.0  # clamped
+
+
+def test_front_order_is_a_permutation_and_front_zero_is_the_predicted_frontier():
+    rng = random.Random(3)
+    gs = [Guess(f"p{i}", rng.uniform(1, 100), float(rng.randint(1, 30))) for i in range(40)]
+    order = front_order(gs)
+    assert sorted(g.pid for g in order) == sorted(g.pid for g in gs)
+    first = {g.pid for g in fronts(gs)[0]}
+    on = pareto_frontier([g.throughput for g in gs], [g.memory for g in gs])
+    assert first == {g.pid for g, f in zip(gs, on, strict=True) if f}
+    # no point of a later front dominates one of an earlier front
+    fs = fronts(gs)
+    for (i, fa), (j, fb) in itertools.combinations(enumerate(fs), 2):
+        for a in fb:
+            for b in fa:
+                better = a.throughput >= b.throughput and a.memory <= b.memory
+                assert not (better and (a.throughput, a.memory) != (b.throughput, b.memory)), (i, j)
