@@ -164,16 +164,10 @@ class SlurmLauncher(Launcher):
         configs = compose_containers(self.hydra_context.config_loader, self.config, job_overrides)
         # overrides, spec, id, a repeat of an earlier point, target
         points: list[tuple[list[str], PointSpec, str, bool, Target]] = []
-        specs: list[tuple[list[str], PointSpec]] = []
-        targets: list[Target] = []
-        for overrides, cfg in zip(job_overrides, configs, strict=True):
-            spec = from_config(cfg)
-            targets.append(target_for(spec, "slurm", cluster))
-            specs.append((list(filter_overrides(overrides)), spec))
+        specs = [(list(filter_overrides(o)), from_config(c)) for o, c in zip(job_overrides, configs, strict=True)]
+        targets = [target_for(spec, "slurm", cluster) for _, spec in specs]
         # the entries the libraries resolve away are not identity (lifecycle.identity_of): asked in one go first
-        preflight.refusals(
-            [(spec, t) for (_, spec), t in zip(specs, targets, strict=True) if preflight.may_restate(spec)]
-        )
+        preflight.refusals([(s, t) for (_, s), t in zip(specs, targets, strict=True) if preflight.may_restate(s)])
         for (ov, spec), target in zip(specs, targets, strict=True):
             pid = identity_of(spec)
             points.append((ov, spec, pid, pid in seen, target))
