@@ -21,6 +21,7 @@ from tests.conftest import REPO, run_sweeper
 
 pytestmark = pytest.mark.slow
 
+#: The 4-point search both search tests run (tests/integration/test_search_slurm.py adds the SLURM keys).
 ARGS = [
     "-m",
     "gc=false,true",

@@ -12,22 +12,12 @@ import pytest
 from sweeper.results.record import read_record
 from sweeper.results.sweepdir import SweepDir
 from tests.conftest import NEEDS_DEV_SLURM, run_sweeper
+from tests.integration.test_search_frontier import ARGS as LOCAL_ARGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm, NEEDS_DEV_SLURM]
 
 ARGS = [
-    "-m",
-    "gc=false,true",
-    "per_device_batch_size=2,4",
-    "search=frontier",
-    "search.screen=always",
-    "search.batch_size=2",
-    "warmup_steps=1",
-    "timed_steps=6",
-    "memory_steps=1",
-    "profile_steps=0",
-    "profile_trace=false",
-    "wandb=off",
+    *LOCAL_ARGS,
     "launcher=slurm",
     "cluster=dev",
     "launcher.poll_interval_s=1",
