@@ -23,9 +23,12 @@ def test_the_probe_measures_two_real_gloo_ranks_caches_them_and_ignores_torchrun
     comm = host_comm(2, path=path, now=1000.0)
     assert comm is not None, json.loads(path.read_text())
     assert comm.latency_s >= 0 and comm.bandwidth_gb_s > 0 and comm.dtensor_step_s >= 0
+    # FSDP2's hooks cost more than plain modules beyond their collectives
+    assert comm.fsdp_unit_s > 0, comm
     assert comm.source.startswith("measured: gloo all_reduce/all_gather after compute, 2 local ranks")
     entry = json.loads(path.read_text())[comm_key(2)]
     assert entry["measured_at"] == 1000.0
+    assert {"dtensor_step_s", "fsdp_unit_s"} <= set(entry)
     assert cached_comm(2, path, now=2000.0) == comm  # the driver's torch-free read
     assert host_comm(2, path=path, now=2000.0) == comm  # reused, not measured again
     assert host_comm(1, path=path) is None  # one rank: no collective

@@ -56,14 +56,36 @@ def test_ring_fit_recovers_latency_and_bandwidth_of_both_collectives():
 
 def test_host_link_cache_is_read_by_key_and_expires_after_seven_days(tmp_path):
     path = tmp_path / "gloo.json"
-    entry = {"latency_s": 1e-4, "bandwidth_gb_s": 2.0, "source": "measured: x", "measured_at": 1000.0}
+    engines = {"dtensor_step_s": 1e-3, "fsdp_unit_s": 2e-3}
+    entry = {"latency_s": 1e-4, "bandwidth_gb_s": 2.0, "source": "measured: x", "measured_at": 1000.0, **engines}
     path.write_text(json.dumps({comm_key(2): entry}))
     hit = cached_comm(2, path, now=1000.0 + 60)
-    assert hit == HostComm(1e-4, 2.0, "measured: x")
+    assert hit == HostComm(1e-4, 2.0, "measured: x", 1e-3, 2e-3)
+    older = {k: v for k, v in entry.items() if k not in engines}  # a probe that did not measure the engines
+    path.write_text(json.dumps({comm_key(2): older}))
+    assert cached_comm(2, path, now=1060.0) is None  # measured again
+    path.write_text(json.dumps({comm_key(2): entry}))
     assert cached_comm(4, path, now=1060.0) is None  # another world size: another entry
     assert cached_comm(2, path, now=1000.0 + MAX_AGE_S + 1) is None
     path.write_text("{not json")
     assert cached_comm(2, path, now=1060.0) is None
+
+
+def test_the_engines_host_work_is_charged_per_fsdp_unit_and_micro_batch_and_never_for_ddp_or_deepspeed():
+    from sweeper.capacity.arch import Arch
+    from sweeper.capacity.states import layout
+    from sweeper.capacity.timing import engine_host_s, fsdp_units
+    from tests.unit.specs import make_spec
+
+    link = HostComm(1e-4, 1.0, "t", dtensor_step_s=1e-3, fsdp_unit_s=2e-3)
+    ddp, fsdp, zero2, zero3 = (make_spec(**kw) for kw in ({}, {"fsdp": "full_shard"}, {"zero": 2}, {"zero": 3}))
+    arch = Arch.from_config(ddp.model_type, ddp.model_config)
+    units, tensors = len(fsdp_units(arch)), arch.param_tensors
+    assert engine_host_s(arch, layout(ddp, "cpu"), link) == 0.0
+    assert engine_host_s(arch, layout(fsdp, "cpu"), link, 2) == pytest.approx(tensors * 1e-3 + units * 2 * 2e-3)
+    assert engine_host_s(arch, layout(zero2, "cpu"), link, 2) == 0.0  # probed: nothing beyond its collectives
+    assert engine_host_s(arch, layout(zero3, "cpu"), link) == 0.0  # not probed: a stated gap
+    assert engine_host_s(arch, layout(fsdp, "cpu"), None) == 0.0
 
 
 def test_calibration_separates_the_per_step_overhead_from_the_rate_and_fsdp_borrows_ddps_group():

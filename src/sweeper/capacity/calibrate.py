@@ -205,7 +205,7 @@ def fit_calibration(
         lay = layout(spec, "cuda" if dev == "cuda" else "cpu")
         link = comm or (cached_comm(lay.world) if dev != "cuda" else None)
         comm_s, _, _ = comm_time(arch, lay, spec.nodes, spec.grad_accum, link, link)
-        compute = step - (comm_s or 0.0) - engine_host_s(arch, lay, link)  # nothing hides on CPU ranks
+        compute = step - (comm_s or 0.0) - engine_host_s(arch, lay, link, spec.grad_accum)  # nothing hides on CPU ranks
         if compute <= 0:
             continue
         flops = step_flops(arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc)

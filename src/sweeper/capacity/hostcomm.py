@@ -41,12 +41,16 @@ class HostComm:
         dtensor_step_s: seconds per parameter tensor that the optimizer step and gradient clipping cost more on
             FSDP2's DTensor parameters than on plain tensors, on this host's CPU ranks (0: not measured, or a GPU,
             where the launches overlap the kernels).
+        fsdp_unit_s: seconds per FSDP2 unit and micro-batch that a forward and backward cost more under
+            ``fully_shard`` than plain, beyond the unit's modelled collectives (its hooks, copy-in/copy-out and waits
+            on CPU ranks; 0 as above).
     """
 
     latency_s: float
     bandwidth_gb_s: float
     source: str
     dtensor_step_s: float = 0.0
+    fsdp_unit_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the cache entry, a prediction's note)."""
@@ -55,6 +59,7 @@ class HostComm:
             "bandwidth_gb_s": self.bandwidth_gb_s,
             "source": self.source,
             "dtensor_step_s": self.dtensor_step_s,
+            "fsdp_unit_s": self.fsdp_unit_s,
         }
 
 
@@ -96,14 +101,15 @@ def comm_key(world: int) -> str:
 
 def cached_comm(world: int, path: Path | None = None, now: float | None = None) -> HostComm | None:
     """The cached gloo cost of ``world`` local ranks on this host, or None (no entry, older than 7 days, corrupt
-    file). Never raises."""
+    file, or written by a probe that did not measure the engines' host costs). Never raises."""
     path = comm_cache_file() if path is None else path
     now = time.time() if now is None else now
     try:
         entry = json.loads(path.read_text()).get(comm_key(world))
         lat, bw, at = float(entry["latency_s"]), float(entry["bandwidth_gb_s"]), float(entry["measured_at"])
+        engines = (float(entry["dtensor_step_s"]), float(entry["fsdp_unit_s"]))
         if lat >= 0 and bw > 0 and 0 <= now - at < MAX_AGE_S:
-            return HostComm(lat, bw, str(entry["source"]), float(entry.get("dtensor_step_s") or 0.0))
+            return HostComm(lat, bw, str(entry["source"]), *engines)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
     return None

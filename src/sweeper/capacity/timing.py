@@ -39,8 +39,9 @@
     one reduce-scatter per unit on the last micro-batch (``set_requires_gradient_sync(False)`` before). Gathers and
     reductions in the compute dtype (``MixedPrecisionPolicy(param_dtype, reduce_dtype)``).
     ``hybrid_shard``: ``full_shard`` inside the node plus an all-reduce of each unit's shard across nodes.
-* FSDP2 on CPU ranks: the optimizer step and gradient clipping on DTensor parameters cost a measured time per
-  parameter tensor (:func:`engine_host_s`; 24 ms for 21 tensors against 1 ms on plain tensors, measured here).
+* Engine host work on CPU ranks (:func:`engine_host_s`), measured on this host by the gloo probe: FSDP2's DTensor
+  optimizer step per parameter tensor (24 ms for 21 tensors against 1 ms on plain tensors, measured here) and its
+  per-unit hooks and copies per micro-batch (none for DDP and DeepSpeed: :func:`engine_host_s`).
 * Per-step overhead (``overhead_s``): host time per step that does not grow with the batch, calibrated on measured
   points (:mod:`sweeper.capacity.calibrate`); 0 without a calibration.
 * Overlap (``plan.comm_overlap``, default 0.67, the backward pass's share of the FLOPs): on a GPU the collectives
@@ -98,8 +99,8 @@ class TimeEstimate:
         compute_s: seconds of compute per step at ``efficiency`` of ``peak_flops``, plus the per-step overhead.
         comm_bytes: bytes each device puts on the wire per step (ring collectives).
         comm_s: seconds of communication per step before overlap (None when the link is unknown: not modelled).
-        exposed_comm_s: the part of ``comm_s`` not hidden behind compute (0 when not modelled), plus FSDP2's DTensor
-            host cost on CPU ranks (:func:`engine_host_s`).
+        exposed_comm_s: the part of ``comm_s`` not hidden behind compute (0 when not modelled), plus the engine's
+            host work on CPU ranks (:func:`engine_host_s`).
         collectives: collectives per step (count).
         step_s: predicted seconds per optimizer step.
         tokens_per_s_per_device: tokens/s per device.
@@ -242,14 +243,23 @@ def comm_time(
     return total, hideable, count
 
 
-def engine_host_s(arch: Arch, lay: Layout, link: HostComm | None) -> float:
-    """Seconds per step that FSDP2's DTensor parameters add on CPU ranks: the optimizer step and gradient clipping
-    run every elementwise op through DTensor's Python dispatch (and the norm needs an all-reduce), measured per
-    parameter tensor on this host (:attr:`HostComm.dtensor_step_s`) × the model's parameter tensors. 0 for other
-    engines and on a GPU link (no such measurement: the launches overlap the kernels)."""
-    if not lay.sharded or link is None:
+def engine_host_s(arch: Arch, lay: Layout, link: HostComm | None, grad_accum: int = 1) -> float:
+    """Seconds per optimizer step that an engine's own host work adds on CPU ranks, beyond FLOPs and the collectives
+    (each term measured on this host by :mod:`sweeper.job.gloo_probe`, cached with gloo's cost):
+
+    * FSDP2: the optimizer step and gradient clipping on DTensor parameters (:attr:`HostComm.dtensor_step_s` × the
+      model's parameter tensors), plus the per-unit hooks, copy-in/copy-out and waits of every forward and backward
+      (:attr:`HostComm.fsdp_unit_s` × the units of :func:`fsdp_units` × micro-batches);
+    * 0 for DDP, DeepSpeed and one rank, and on a GPU link (no such measurement: the launches overlap the kernels).
+      A ZeRO-2 engine probed the same way (session 9-10, busy and quiet host) cost nothing beyond its modelled
+      collectives, and probing it needs DeepSpeed's engine in every CPU point's probe, so it is not probed; ZeRO-3's
+      engine is not probed either (a stated gap)."""
+    if link is None or lay.world <= 1:
         return 0.0
-    return arch.param_tensors * link.dtensor_step_s
+    if lay.sharded:
+        units = len(fsdp_units(arch))
+        return arch.param_tensors * link.dtensor_step_s + units * grad_accum * link.fsdp_unit_s
+    return 0.0
 
 
 def estimate_time(
@@ -290,7 +300,7 @@ def estimate_time(
     compute_s = overhead_s + flops / (peak_flops * efficiency)
     comm_s, hideable, count = comm_time(arch, lay, nodes, grad_accum, intra, inter)
     exposed = 0.0 if comm_s is None else comm_s - min(comm_overlap * compute_s, hideable)
-    exposed += engine_host_s(arch, lay, intra)
+    exposed += engine_host_s(arch, lay, intra, grad_accum)
     step_s = compute_s + exposed
     tps = tokens / step_s
     wire = sum(comm_bytes_per_step(arch, lay, nodes, grad_accum))

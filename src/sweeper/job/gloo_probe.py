@@ -25,6 +25,7 @@ torch version, world size), measured again after 7 days. The reader is torch-fre
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import socket
@@ -36,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweeper.capacity.hostcomm import HostComm, cached_comm, comm_cache_file, comm_key, fit_ring
+from sweeper.capacity.hostcomm import HostComm, cached_comm, comm_cache_file, comm_key, fit_ring, ring_time
 from sweeper.results.atomic import write_json_atomic
 
 #: The environment torchrun gives a rank (torch/distributed/run.py, elastic agent), kept from the probe processes.
@@ -91,6 +92,7 @@ def _time_collectives(rank: int, world: int, port: int, out: Path | None, reps: 
                 dist.all_reduce(t, op=dist.ReduceOp.MAX)  # a collective ends when its slowest rank does
                 result[op].append([float(size), float(t.item())])
         result["dtensor_step_s"] = [[_dtensor_step_cost(world), 0.0]]
+        result["fsdp_units"] = [list(_fsdp_unit_times(world))]
         if rank == 0 and out is not None:
             out.write_text(json.dumps(result))
     finally:
@@ -121,6 +123,58 @@ def _dtensor_step_cost(world: int, tensors: int = 16, reps: int = 12) -> float:
                 times.append(time.perf_counter() - t0)
         costs.append(statistics.median(times))
     return max(0.0, costs[1] - costs[0]) / tensors
+
+
+#: The probe's engine model: ``PROBE_BLOCKS`` blocks of one ``PROBE_WIDTH``-square Linear (no bias) + tanh.
+PROBE_BLOCKS, PROBE_WIDTH, PROBE_BATCH = 8, 64, 16
+
+
+def _blocks() -> Any:
+    import torch
+
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(PROBE_BLOCKS):
+        layers += [torch.nn.Linear(PROBE_WIDTH, PROBE_WIDTH, bias=False), torch.nn.Tanh()]
+    return torch.nn.Sequential(*layers)
+
+
+def _median_s(fn: Any, reps: int) -> float:
+    """Median seconds of ``fn()`` over ``reps`` calls after two warm-up calls, the slowest rank's (a MAX
+    all-reduce: a step ends when its slowest rank does)."""
+    import torch
+    import torch.distributed as dist
+
+    times = []
+    for i in range(reps + 2):
+        t0 = time.perf_counter()
+        fn()
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    t = torch.tensor([statistics.median(times)])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def _fsdp_unit_times(world: int, reps: int = 12) -> tuple[float, float, float, float]:
+    """``(plain s, FSDP2 s, units, bytes per unit)``: a forward and backward of :func:`_blocks` as plain modules and
+    with ``fully_shard`` on every Linear and on the root (reshard after forward, as ``full_shard``), the medians
+    (:func:`_median_s`). The driver subtracts the collectives it models (:func:`measure_gloo`)."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    x = torch.randn(PROBE_BATCH, PROBE_WIDTH)
+    plain = _blocks()
+    t_plain = _median_s(lambda: plain(x).sum().backward(), reps)
+    sharded = _blocks()
+    mesh = init_device_mesh("cpu", (world,))
+    for m in sharded:
+        if isinstance(m, torch.nn.Linear):
+            fully_shard(m, mesh=mesh)
+    fully_shard(sharded, mesh=mesh)
+    t_fsdp = _median_s(lambda: sharded(x).sum().backward(), reps)
+    return t_plain, t_fsdp, float(PROBE_BLOCKS), float(PROBE_WIDTH * PROBE_WIDTH * 4)
 
 
 def _compute_slice(w: Any) -> None:
@@ -180,12 +234,20 @@ def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 90.0) -> Hos
         times = json.loads(out.read_text())
     lat, bw = fit_ring(world, times["all_reduce"], times["all_gather"])
     dtensor = float(times["dtensor_step_s"][0][0])
+    link = HostComm(lat, bw, "")
+    plain, fsdp, units, unit_bytes = times["fsdp_units"][0]
+    # per unit: an all-gather in forward and again in backward (resharded), a reduce-scatter (timing.collectives)
+    comm = units * (
+        2 * ring_time("all_gather", unit_bytes, world, link) + ring_time("reduce_scatter", unit_bytes, world, link)
+    )
+    fsdp_unit = max(0.0, fsdp - plain - comm) / units
     sizes = f"{SIZES[0] // 1024} KiB-{SIZES[-1] >> 20} MiB"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return HostComm(
         lat,
         bw,
         dtensor_step_s=dtensor,
+        fsdp_unit_s=fsdp_unit,
         source=f"measured: gloo all_reduce/all_gather after compute, {world} local ranks, {sizes}, mean of {reps}, "
         f"load average {load:.1f}",
     )
@@ -213,9 +275,7 @@ def host_comm(world: int, path: Path | None = None, now: float | None = None) ->
         _store(path, entries)
         return None
     day = time.strftime("%Y-%m-%d", time.gmtime(now))
-    comm = HostComm(
-        fresh.latency_s, fresh.bandwidth_gb_s, f"{fresh.source} on {day}, reused for 7 days", fresh.dtensor_step_s
-    )
+    comm = dataclasses.replace(fresh, source=f"{fresh.source} on {day}, reused for 7 days")
     entries.pop(f"{comm_key(world)}|failed", None)
     entries[comm_key(world)] = {**comm.to_dict(), "measured_at": now}
     _store(path, entries)
