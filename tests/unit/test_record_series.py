@@ -146,3 +146,33 @@ def test_the_step_timer_times_every_step_and_keeps_the_timed_window_apart():
     assert timer.mem_kind == "rss_peak" and timer.mem_high_water_bytes == sorted(timer.mem_high_water_bytes)
     assert all(b > 0 for b in timer.mem_high_water_bytes)
     assert (log.steps, log.losses) == ([1, 2, 3, 4, 5, 6, 7], [5.0] * 7)
+
+
+def test_learning_rate_and_grad_norm_follow_the_loss_they_were_logged_with(spec):
+    r0 = _rank(0, [1.0, 0.5, 0.2], [1, 2, 3], losses=[9.0, 7.0])
+    r0["series"] |= {"loss_steps": [1, 3], "learning_rate": [5e-5, 4e-5], "grad_norm": [2.5, None]}
+    s = series_from_ranks(spec, [r0])
+    assert s["learning_rate"] == [5e-5, None, 4e-5]
+    assert s["grad_norm"] == [2.5, None, None]
+    old = _rank(0, [1.0, 0.5, 0.2], [1, 2, 3], losses=[9.0, 7.0, 6.0])  # a rank file from before: no such lists
+    assert series_from_ranks(spec, [old])["learning_rate"] == [None, None, None]
+    r0["series"]["grad_norm"] = [1.0]  # a list of another length is not aligned to anything: none
+    assert series_from_ranks(spec, [r0])["grad_norm"] == [None, None, None]
+
+
+def test_the_harness_keeps_the_trainers_logged_learning_rate_and_grad_norm():
+    """sweeper's own LossLog callback, fed what ``Trainer._maybe_log_save_evaluate`` logs (a float, a 0-d tensor,
+    a missing key, NaN)."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from sweeper.job.harness import LossLog
+
+    log = LossLog()
+    log.on_log(None, SimpleNamespace(global_step=1), None, {"loss": 9.0, "learning_rate": 5e-5, "grad_norm": 2.5})
+    log.on_log(None, SimpleNamespace(global_step=2), None, {"loss": 8.0, "grad_norm": torch.tensor(1.5)})
+    log.on_log(None, SimpleNamespace(global_step=3), None, {"loss": 7.0, "learning_rate": 1e-5, "grad_norm": "nan"})
+    log.on_log(None, SimpleNamespace(global_step=4), None, {"train_runtime": 3.0})  # the final summary: no loss
+    assert log.steps == [1, 2, 3]
+    assert log.learning_rates == [5e-5, None, 1e-5]
+    assert log.grad_norms == [2.5, 1.5, None]

@@ -23,6 +23,7 @@ failures; a rank never decides the point's status alone.
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 from dataclasses import dataclass
@@ -79,16 +80,33 @@ class LossLog(TrainerCallback):
     Attributes:
         losses: each logged training loss (the mean over ranks of the steps since the last log).
         steps: for each entry of :attr:`losses`, the optimizer step it was logged at (1-based ``global_step``).
+        learning_rates: for each entry of :attr:`losses`, the Trainer's logged ``learning_rate`` (None when it
+            logged none).
+        grad_norms: for each entry of :attr:`losses`, the Trainer's logged ``grad_norm``, the total gradient norm
+            before clipping (None when it logged none: ``max_grad_norm=0``, or an engine that does not report it).
     """
 
     def __init__(self) -> None:
         self.losses: list[float] = []
         self.steps: list[int] = []
+        self.learning_rates: list[float | None] = []
+        self.grad_norms: list[float | None] = []
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
             self.losses.append(float(logs["loss"]))
             self.steps.append(int(state.global_step))
+            self.learning_rates.append(_number(logs.get("learning_rate")))
+            self.grad_norms.append(_number(logs.get("grad_norm")))
+
+
+def _number(value: Any) -> float | None:
+    """A logged value as a finite float, else None (missing, not a number, NaN or infinite)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
 def model_flops_inputs(model: Any) -> dict[str, int]:
@@ -252,6 +270,8 @@ def _rank_fields(fields: RankFile, me: life.Rank, spec: PointSpec, parts: _Parts
         "mem_high_water_bytes": timer.mem_high_water_bytes,
         "mem_kind": timer.mem_kind,
         "loss_steps": losses.steps,
+        "learning_rate": losses.learning_rates,
+        "grad_norm": losses.grad_norms,
         "optimizer_step_skipped": timer.skipped,
     }
     mem: RankMemory = {

@@ -259,14 +259,18 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _losses_by_step(rank: RankFile) -> dict[int, float]:
-    """1-based step -> logged loss of one rank; without ``series.loss_steps`` (older rank files) the i-th loss is
-    step i + 1 (the Trainer logs every step)."""
+def _losses_by_step(rank: RankFile, key: str | None = None) -> dict[int, Any]:
+    """1-based step -> logged loss of one rank (``key`` None), or the value logged with it (``key``:
+    ``learning_rate``, ``grad_norm`` of ``series``; a list of another length, as in older rank files, gives none);
+    without ``series.loss_steps`` (older rank files) the i-th loss is step i + 1 (the Trainer logs every step)."""
     losses = _list(rank.get("losses"))
     steps = _list((rank.get("series") or {}).get("loss_steps"))
     if len(steps) != len(losses):
         steps = list(range(1, len(losses) + 1))
-    return {int(s): loss for s, loss in zip(steps, losses, strict=True)}
+    values = losses if key is None else _list((rank.get("series") or {}).get(key))
+    if len(values) != len(steps):
+        return {}
+    return {int(s): v for s, v in zip(steps, values, strict=True)}
 
 
 def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] | None:
@@ -277,7 +281,9 @@ def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] 
     ``timed_steps=auto``, the ranks' ``timed_window``: :func:`step_window`), ``step_time_s``
     (float, seconds: the slowest rank's wall time of that step; for the timed steps the statistics use, the same
     number as their input, :func:`step_statistics`), ``loss`` (float or None: rank 0's logged training loss of
-    that step; the lowest reporting rank's when rank 0 left no file), ``mem_high_water_bytes`` (int or None,
+    that step; the lowest reporting rank's when rank 0 left no file), ``learning_rate`` and ``grad_norm`` (float or
+    None: what the same rank's Trainer logged with that loss; the norm is the total before clipping),
+    ``mem_high_water_bytes`` (int or None,
     bytes: max over ranks of the memory high-water mark after that step), ``optimizer_step_skipped`` (bool or
     None: some rank's optimizer skipped that step's update, fp16 loss scaling); and ``mem_kind`` (str or None:
     ``"cuda_max_allocated"`` or ``"rss_peak"``, :attr:`sweeper.results.rankfile.Series.mem_kind`).
@@ -296,7 +302,7 @@ def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] 
     if n == 0:
         return None
     r0 = min(ranks, key=_rank_order)
-    losses = _losses_by_step(r0)
+    losses, rates, norms = (_losses_by_step(r0, key) for key in (None, "learning_rate", "grad_norm"))
     steps = list(range(1, n + 1))
     kinds = [s.get("mem_kind") for s in per_rank if s.get("mem_kind")]
     timed_stop = timed_window_stop(ranks)
@@ -305,6 +311,8 @@ def series_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> dict[str, Any] 
         "window": [step_window(spec, i, timed_stop) for i in steps],
         "step_time_s": [_max([w[i] for w in walls if i < len(w)]) for i in range(n)],
         "loss": [losses.get(i) for i in steps],
+        "learning_rate": [rates.get(i) for i in steps],
+        "grad_norm": [norms.get(i) for i in steps],
         "mem_high_water_bytes": [_max([m[i] for m in mems if i < len(m)]) for i in range(n)],
         "mem_kind": kinds[0] if kinds else None,
         # True when any rank skipped that step's update (fp16 loss-scale overflow); None before rank files had it

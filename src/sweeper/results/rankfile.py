@@ -112,6 +112,11 @@ class Series(TypedDict, total=False):
     mem_kind: str
     #: for each entry of ``RankFile.losses``, the 1-based optimizer step it was logged at.
     loss_steps: list[int]
+    #: for each entry of ``RankFile.losses``, the Trainer's logged learning rate (None: none logged).
+    learning_rate: list[float | None]
+    #: for each entry of ``RankFile.losses``, the Trainer's logged ``grad_norm`` (total norm before clipping; None:
+    #: none logged).
+    grad_norm: list[float | None]
     #: for each finished step (same length as ``step_wall_s``): the optimizer's update was skipped (fp16 dynamic
     #: loss scaling found inf/NaN gradients: accelerate's ``step_was_skipped``, DeepSpeed's ``overflow``).
     optimizer_step_skipped: list[bool]

@@ -14,8 +14,8 @@ waits for nothing (issue 22).
   :func:`config_path`), plus ``env`` (host, devices, library versions, SLURM job id);
 * summary: the typed row (:mod:`sweeper.results.row`): every column of ``results.csv`` with a value, under the
   same name, failure reason and ``predicted_*`` numbers included;
-* history: one entry per optimizer step from the record's ``series`` (step time in s, loss, memory high-water mark
-  in bytes, whether the step was timed).
+* history: one entry per optimizer step from the record's ``series`` (step time in s, loss, the Trainer's logged
+  learning rate and gradient norm, memory high-water mark in bytes, whether the step was timed).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ _ID_MAX = 64
 #: The tag of a run whose point is on the throughput/memory frontier (the comparison report's frontier runset).
 FRONTIER_TAG = "frontier"
 #: The record's per-step series keys logged as history (numbers only; ``step`` is W&B's step).
-HISTORY_KEYS: tuple[str, ...] = ("step_time_s", "loss", "mem_high_water_bytes")
+HISTORY_KEYS: tuple[str, ...] = ("step_time_s", "loss", "learning_rate", "grad_norm", "mem_high_water_bytes")
 
 
 @dataclass
@@ -54,7 +54,8 @@ class RunSpec:
         tags: status, ``frontier``, ``tie``.
         config: configuration columns (flat, CSV names) and ``env`` (dict).
         summary: the row's columns with a value (plain JSON types).
-        history: ``[{"step": int, "step_time_s": float, "loss": float, "mem_high_water_bytes": int, "timed": bool,
+        history: ``[{"step": int, "step_time_s": float, "loss": float, "learning_rate": float, "grad_norm": float,
+            "mem_high_water_bytes": int, "timed": bool,
             "window": str}]`` (``window``: ``warmup``/``timed``/``memory``/``profile``), keys without a value left out.
     """
 
