@@ -251,9 +251,10 @@ def engine_host_s(arch: Arch, lay: Layout, link: HostComm | None, grad_accum: in
       model's parameter tensors), plus the per-unit hooks, copy-in/copy-out and waits of every forward and backward
       (:attr:`HostComm.fsdp_unit_s` × the units of :func:`fsdp_units` × micro-batches);
     * 0 for DDP, DeepSpeed and one rank, and on a GPU link (no such measurement: the launches overlap the kernels).
-      A ZeRO-2 engine probed the same way (session 9-10, busy and quiet host) cost nothing beyond its modelled
-      collectives, and probing it needs DeepSpeed's engine in every CPU point's probe, so it is not probed; ZeRO-3's
-      engine is not probed either (a stated gap)."""
+      A ZeRO-2 engine timed the same way cost nothing beyond its modelled collectives in four runs on this host,
+      busy and quiet (benchmarks/README.md, ``plan_time.py``, 2026-12-03), and timing it would put a DeepSpeed
+      engine into every CPU point's probe, so it is not probed; ZeRO-3's engine is not probed either (a stated
+      gap)."""
     if link is None or lay.world <= 1:
         return 0.0
     if lay.sharded:

@@ -16,6 +16,11 @@ after compute at a load average of 9 on 2 cores); the mean of the repeats (the e
 fits ``latency`` (seconds per ring step) and
 ``bandwidth`` (GB/s = 10**9 bytes/s of ring traffic, busbw) by least squares on ``t = steps·latency + wire/bw``.
 
+The same processes time two engine costs the collectives do not explain (:func:`sweeper.capacity.timing.engine_host_s`):
+the optimizer step on FSDP2's DTensor parameters against plain ones (per parameter tensor), and a forward and
+backward of 8 ``fully_shard`` Linear units against plain ones, minus the units' modelled gathers and reduce-scatters
+(per unit and micro-batch).
+
 Cache: ``gloo.json`` beside ``cpu_peak.json`` (:func:`sweeper.job.cpu_peak.cache_file`'s directory, so
 ``SWEEPER_CACHE_DIR`` moves both), one entry per :func:`sweeper.capacity.hostcomm.comm_key` (host, CPU model, CPUs,
 torch version, world size), measured again after 7 days. The reader is torch-free
