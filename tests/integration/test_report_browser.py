@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.results.frontier import mark_ties
+from sweeper.report.plot_data import PREDICTED_STRETCH, Y_HEADROOM
+from sweeper.results.frontier import mark_ties, throughput_interval
 from tests.conftest import SweepRun, run_sweeper
 
 pytestmark = pytest.mark.slow
@@ -204,7 +205,7 @@ def test_the_svg_draws_the_ok_points_inside_the_plot_and_the_frontier_line(page,
             lines: [...el.querySelectorAll('path.js-line')].map(p => p.getAttribute('d') || ''),
           };
         });
-        return {area, traces};
+        return {area, traces, yrange: gd._fullLayout.yaxis.range};
         """
     )
     svg = {t["name"]: t for t in drawn["traces"]}
@@ -215,8 +216,22 @@ def test_the_svg_draws_the_ok_points_inside_the_plot_and_the_frontier_line(page,
     centres = [((a + c) / 2, (b + e) / 2) for a, b, c, e in svg["ok"]["points"]]
     for cx, cy in centres:  # every measured point inside the throughput plot, none clipped away
         assert left <= cx <= right and top <= cy <= bottom, (cx, cy, drawn["area"]["xy"])
-    # the axes are the measured points': the fastest sits in the upper half, not squashed by predictions
-    assert min(cy for _, cy in centres) < top + (bottom - top) / 2, (centres, drawn["area"]["xy"])
+    # the throughput axis is the measured points': from 0 to the top of the highest interval bar x Y_HEADROOM,
+    # widened for the predicted markers by at most PREDICTED_STRETCH, never squashed by them
+    y0, y1 = drawn["yrange"]
+    _, high = throughput_interval(ok)
+    want = float(high.max()) * Y_HEADROOM
+    assert y0 == pytest.approx(0.0, abs=1e-9) and want * (1 - 1e-6) <= y1 <= want * PREDICTED_STRETCH * (1 + 1e-6), (
+        drawn["yrange"],
+        want,
+    )
+    # and each marker is drawn where its tokens/s per device puts it on that axis (within 2 px)
+    fastest = float(ok["tokens_per_s_per_device"].max())
+    assert min(cy for _, cy in centres) == pytest.approx(bottom - (bottom - top) * fastest / y1, abs=2.0), (
+        centres,
+        drawn["area"]["xy"],
+        drawn["yrange"],
+    )
     assert len(svg["Pareto frontier"]["points"]) == n_front
     if n_front >= 2:  # a staircase through the frontier points
         assert any(re.match(r"M[\d.\-]+,[\d.\-]+[HVL]", p) for p in svg["Pareto frontier"]["lines"]), svg[
