@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from sweeper.job.faults import FAULT_ENV
+from sweeper.results.trainer_run import read_trainer_run
 from tests.conftest import run_sweeper
 
 pytestmark = pytest.mark.slow
@@ -45,7 +46,8 @@ def test_a_fault_in_the_step_timer_is_internal_and_keeps_the_timed_steps_before_
 def test_faults_in_contained_sites_leave_an_ok_point_with_its_numbers_and_a_note(tmp_path, monkeypatch):
     # memory@6: the memory window's tracker is open (entered at step 5) when its code fails in on_step_end of step 5
     # progress@3: the step marker stops after step 2; the point still counts all its steps (no early exit)
-    _with_faults(monkeypatch, "memory@6,profiler,losses,step-memory@2,peak,host-comm,progress@3")
+    # trainer-run@2: rank 0's trainer_run.json was written at train begin, its step times are lost from step 2 on
+    _with_faults(monkeypatch, "memory@6,profiler,losses,step-memory@2,peak,host-comm,progress@3,trainer-run@2")
     run = run_sweeper(STEPS, tmp_path)
     assert run.proc.returncode == 0, run.output[-3000:]
     (r,) = run.records()
@@ -53,8 +55,10 @@ def test_faults_in_contained_sites_leave_an_ok_point_with_its_numbers_and_a_note
     m = r.metrics
     assert m["timed_steps"] == 4 and m["step_time_s_median"] > 0 and m["tokens_per_s_per_device"] > 0
     note = m["measurement_note"]
-    for site in ("memory", "profiler", "losses", "step-memory", "peak", "host-comm", "progress"):
+    for site in ("memory", "profiler", "losses", "step-memory", "peak", "host-comm", "progress", "trainer-run"):
         assert f"sweeper's own {site} code failed on rank 0" in note, (site, note)
+    trainer_run = read_trainer_run(run.sweep_dir / "points" / r.point_id)
+    assert trainer_run is not None and trainer_run["config"]["max_steps"] == 8 and trainer_run["step_ended_at"] == []
     assert "sweeper's own memory code failed on rank 1 at step 5" in note
     assert m.get("peak_mem_bytes") is None  # the memory window's peak was not measured
     assert m["mfu"] is None and "no peak" in m["mfu_note"]

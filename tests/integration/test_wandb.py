@@ -20,6 +20,8 @@ import pandas as pd
 import pytest
 
 from sweeper.results.row import config_columns, read_results_csv
+from sweeper.results.trainer_run import FINAL_METRICS
+from sweeper.tracking import runs as runs_module
 from sweeper.tracking.runs import config_path
 from tests.conftest import REPO
 
@@ -144,11 +146,18 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
             for part in config_path(key, config_columns(csv_columns)).split("."):
                 node = node[part]
             assert node == record["spec"][key], key
-        assert run["config"]["env"]["host"] == record["env"]["host"]
+        assert run["config"]["sweeper"]["env"]["host"] == record["env"]["host"]
+        # the Trainer's own config (as WandbCallback logs it) for every point that began training
+        if (sweep_dir / "points" / pid / "trainer_run.json").is_file():
+            assert run["config"]["model/num_parameters"] > 0 and run["config"]["per_device_train_batch_size"] >= 1
+        elif record["status"] == "ok":
+            raise AssertionError(f"the ok point {pid} has no trainer_run.json")
         # summary: the typed row, CSV names
         summary = run["summary"]
         assert summary["status"] == record["status"]
-        assert {k for k in summary if not k.startswith("_")} - set(HISTORY_NAMES) <= set(csv_columns)
+        assert {k for k in summary if not k.startswith("_")} - set(HISTORY_NAMES) - set(FINAL_METRICS) <= set(
+            csv_columns
+        )
         if record["status"] != "ok":
             assert summary["reason"] == record["reason"]
         # every value of the point's results.csv row is in the summary under its column name (predicted_* too)
@@ -169,7 +178,7 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
             assert "frontier" in run["tags"]
             assert summary["tokens_per_s_per_device"] == pytest.approx(record["metrics"]["tokens_per_s_per_device"])
             assert len(steps) == 5  # 1 warm-up + 3 timed + 1 memory
-            timed = [h["step_time_s"] for h in run["history"] if h.get("timed")]
+            timed = [h["sweeper/step_time_s"] for h in run["history"] if h.get("sweeper/timed")]
             assert timed == pytest.approx(
                 [
                     t
@@ -177,7 +186,9 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
                     if w == "timed"
                 ]
             )
-            assert all("loss" in h and "mem_high_water_bytes" in h for h in run["history"])
+            assert all("train/loss" in h and "sweeper/mem_high_water_bytes" in h for h in run["history"])
+            assert [h["train/global_step"] for h in run["history"]] == steps
+            assert summary["train_runtime"] > 0  # the Trainer's own final metric, as WandbCallback keeps it
         if record["status"] == "oom":
             assert summary["oom_requested_bytes"] == record["failure"]["requested_bytes"]
     # python -m sweeper.report again: nothing changed, nothing written; with the manifest lost (another machine),
@@ -196,7 +207,7 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
 
 
 #: history keys W&B also keeps in the summary (the last logged value)
-HISTORY_NAMES = ("step_time_s", "loss", "mem_high_water_bytes", "timed", "window")
+HISTORY_NAMES = (*runs_module.HISTORY_NAMES.values(), runs_module.TIMED)
 
 
 def test_broken_wandb_never_fails_the_sweep_or_the_report(tmp_path):
@@ -232,3 +243,85 @@ def test_broken_wandb_never_fails_the_sweep_or_the_report(tmp_path):
     assert bad.returncode == 0, bad.stderr
     assert "WANDB_MODE='sometimes' is not a W&B mode" in bad.stdout
     assert (sweep_dir / "report.md").stat().st_size > 0
+
+
+#: A plain HF Trainer with transformers' own WandbCallback (offline), on a point's spec: the same model (seed,
+#: config) and the same TrainingArguments as the point's ranks build, the same synthetic data.
+_PLAIN_TRAINER = """
+import json, sys
+from pathlib import Path
+import torch
+from transformers import Trainer
+from transformers.integrations import WandbCallback
+from sweeper.config.spec import PointSpec
+from sweeper.job.trainer_setup import SyntheticTokens, build_model, training_arguments
+
+point_dir, out = Path(sys.argv[1]), sys.argv[2]
+spec = PointSpec.from_dict(json.loads((point_dir / "spec.json").read_text()))
+torch.manual_seed(spec.seed)
+model = build_model(spec)
+args = training_arguments(spec, out, use_cpu=True)
+n = spec.per_device_batch_size * spec.grad_accum * spec.total_steps
+data = SyntheticTokens(n, spec.seq_len, model.config.vocab_size, spec.seed)
+Trainer(model=model, args=args, train_dataset=data, callbacks=[WandbCallback()]).train()
+"""
+#: Config keys whose value says where or how a run was logged, not what it trained: they differ by construction.
+NOT_COMPARED = {"output_dir", "logging_dir", "run_name", "report_to"}
+#: What WandbCallback logs per step that a W&B user plots (``train/epoch`` aside).
+TRAINER_HISTORY = ("train/global_step", "train/loss", "train/learning_rate", "train/grad_norm")
+
+
+def _config(run: dict) -> dict:
+    return {k: v for k, v in run["config"].items() if not k.startswith("_")}
+
+
+def test_a_runs_layout_is_what_wandb_callback_logs_for_the_same_training_arguments(tmp_path):
+    """Issue 22 item 4: one real point's run, read back offline, against the run HF's WandbCallback writes for a
+    plain Trainer on the same spec: the same config keys with the same values (the Trainer's TrainingArguments
+    over the model config, the parameter count; only where-it-was-logged keys aside), sweeper's own under
+    ``sweeper``; the Trainer's history names, with the same losses step by step; its final metrics in the
+    summary."""
+    sweep_dir = tmp_path / "sweep"
+    run = _sweep(["-m", "gc=false", "wandb=offline", *CHEAP, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    ((_, folder),) = offline_runs(sweep_dir).items()
+    (point_dir,) = (p.parent for p in (sweep_dir / "points").glob("*/result.json"))
+    script = tmp_path / "plain_trainer.py"
+    script.write_text(_PLAIN_TRAINER)
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    plain = subprocess.run(
+        [sys.executable, str(script), str(point_dir), str(tmp_path / "hf_out")],
+        env=_env(WANDB_MODE="offline", WANDB_DIR=str(hf_dir), WANDB_PROJECT="sweeper", WANDB_SILENT="true"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    (hf_run,) = sorted((hf_dir / "wandb").glob("offline-run-*"))
+    ours, theirs = read_run(folder), read_run(hf_run)
+
+    mine, hf = _config(ours), _config(theirs)
+    assert set(mine) - {"sweeper"} == set(hf), (set(mine) ^ set(hf)) - {"sweeper"}
+    differ = {k for k in hf if k not in NOT_COMPARED and mine[k] != hf[k]}
+    assert not differ, {k: (mine[k], hf[k]) for k in differ}
+    assert mine["model/num_parameters"] == hf["model/num_parameters"] > 0
+    assert mine["sweeper"]["gc"] is False and mine["sweeper"]["model"]["name"] == "tiny"
+
+    steps = [h["_step"] for h in ours["history"]]
+    hf_steps = [h for h in theirs["history"] if "train/loss" in h]
+    assert len(hf_steps) == len(steps) == 5
+    for name in TRAINER_HISTORY:
+        assert all(name in h for h in hf_steps) and all(name in h for h in ours["history"]), name
+    # the same steps trained the same way: train/loss, train/learning_rate, train/global_step mean what HF's mean
+    for mine_h, hf_h in zip(ours["history"], hf_steps, strict=True):
+        assert mine_h["train/global_step"] == hf_h["train/global_step"]
+        assert mine_h["train/loss"] == pytest.approx(hf_h["train/loss"], rel=1e-5)
+        assert mine_h["train/learning_rate"] == pytest.approx(hf_h["train/learning_rate"], rel=1e-9)
+    # the point's own clock: each step at the time rank 0 ended it, in order, before the run was written
+    stamps = [h["_timestamp"] for h in ours["history"]]
+    assert stamps == sorted(stamps) and stamps[-1] - stamps[0] > 0
+    summary = ours["summary"]
+    for key in FINAL_METRICS:
+        assert (key in summary) == (key in theirs["summary"]), key
+    assert summary["total_flos"] == theirs["summary"]["total_flos"] and summary["train_runtime"] > 0

@@ -14,6 +14,7 @@ import pytest
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
+from sweeper.results.trainer_run import trainer_config, write_trainer_run
 from sweeper.tracking import log_runs, sweep_settings
 from sweeper.tracking.manifest import read_manifest, summary_lines, sync_command
 from sweeper.tracking.runs import run_id, run_specs
@@ -56,11 +57,25 @@ def _ok(pid: str, gc: bool, tps: float, mem: int) -> Record:
     )
 
 
+#: rank 0's trainer_run.json of the first point (the Trainer's config as WandbCallback logs it, times, final metrics)
+TRAINER_RUN = {
+    "config": trainer_config(
+        {"learning_rate": 5e-5, "fsdp": [], "max_steps": 4, "hub_token": "<HUB_TOKEN>", "report_to": []},
+        {"model_type": "llama", "hidden_size": 64, "learning_rate": "not the Trainer's"},
+        210240,
+    ),
+    "started_at": 1.7e9,
+    "step_ended_at": [1.7e9 + 1, 1.7e9 + 2, 1.7e9 + 3, 1.7e9 + 4],
+    "final": {"train_runtime": 4.5, "train_loss": 6.9, "total_flos": 1e9, "something_else": 1},
+}
+
+
 def make_sweep(root: Path, wandb: dict | None = None) -> Path:
     """Four points: two ok (one frontier point each: less memory vs faster), one oom, one invalid."""
     d = root / "sweep"
     write_json_atomic(d / "sweep.json", {"sweep_id": SWEEP_ID} | ({"wandb": wandb} if wandb else {}))
     SweepDir(d).write_record(_ok("aaaa00000001", False, 2000.0, 30 * MIB))
+    write_trainer_run(SweepDir(d).point("aaaa00000001"), TRAINER_RUN)  # what rank 0 leaves for the W&B run
     SweepDir(d).write_record(_ok("aaaa00000002", True, 1200.0, 10 * MIB))
     SweepDir(d).write_record(
         Record(
@@ -166,28 +181,38 @@ def test_one_run_per_point_with_group_name_tags_config_summary_and_history(tmp_p
     assert fast.name == "gc=false" and bad.name == "fsdp=full_shard zero=1"
     assert fast.tags == ["ok", "frontier"] and small.tags == ["ok", "frontier"]
     assert oom.tags == ["oom"] and bad.tags == ["invalid"]
-    # config: the configuration columns under their CSV names, and the environment
-    assert fast.config["gc"] is False and fast.config["fsdp"] == "none" and fast.config["env"]["host"] == "h1"
-    assert "tokens_per_s_per_device" not in fast.config
-    # summary: the typed row, CSV names; failure reasons kept as text
+    # config: the Trainer's (WandbCallback's keys: the model config under TrainingArguments, the parameter count),
+    # and sweeper's configuration columns under their CSV names with the environment, under "sweeper"
+    assert fast.config["learning_rate"] == 5e-5 and fast.config["fsdp"] == [] and fast.config["model_type"] == "llama"
+    assert fast.config["model/num_parameters"] == 210240 and fast.config["hub_token"] == "<HUB_TOKEN>"
+    ours = fast.config["sweeper"]
+    assert ours["gc"] is False and ours["fsdp"] == "none" and ours["env"]["host"] == "h1"
+    assert "tokens_per_s_per_device" not in ours and set(small.config) == {"sweeper"}  # no trainer_run.json
+    # summary: the typed row, CSV names; failure reasons kept as text; the Trainer's final metrics
     assert fast.summary["tokens_per_s_per_device"] == 2000.0
+    assert fast.summary["train_runtime"] == 4.5 and fast.summary["total_flos"] == 1e9
+    assert "something_else" not in fast.summary and "train_runtime" not in small.summary
     assert fast.summary["peak_mem_bytes"] == 30 * MIB and fast.summary["on_frontier"] is True
     assert oom.summary["status"] == "oom" and oom.summary["reason"].startswith("CUDA out of memory")
     assert bad.summary["reason"] == "fsdp and zero both shard: choose one"
     assert all(v is not None for r in runs.values() for v in r.summary.values())
-    # history: one entry per optimizer step, missing values left out
+    # history: one entry per optimizer step under the Trainer's names (sweeper's own under sweeper/), missing
+    # values left out, each at the wall-clock time rank 0's step ended
     assert [h["step"] for h in fast.history] == [1, 2, 3, 4]
-    assert [h["timed"] for h in fast.history] == [False, True, True, False]
+    assert [h["sweeper/timed"] for h in fast.history] == [False, True, True, False]
     assert fast.history[1] == {
         "step": 2,
-        "step_time_s": 0.5,
-        "loss": 6.9,
-        "mem_high_water_bytes": 110 * MIB,
-        "timed": True,
-        "window": "timed",
+        "train/global_step": 2,
+        "sweeper/step_time_s": 0.5,
+        "train/loss": 6.9,
+        "sweeper/mem_high_water_bytes": 110 * MIB,
+        "sweeper/timed": True,
+        "sweeper/window": "timed",
+        "_timestamp": 1.7e9 + 2,
     }
-    assert [h["window"] for h in fast.history] == ["warmup", "timed", "timed", "memory"]
-    assert "loss" not in fast.history[3]
+    assert [h["sweeper/window"] for h in fast.history] == ["warmup", "timed", "timed", "memory"]
+    assert "train/loss" not in fast.history[3]
+    assert all("_timestamp" not in h for h in small.history)  # no step times: W&B's own clock
     assert oom.history == []
 
 
@@ -229,7 +254,8 @@ def test_offline_runs_are_written_once_per_point_then_skipped_then_replaced_not_
     assert ok["state"] == "finished"
     # the summary holds the measured statistics, not the history's last (untimed, memory-window) step
     assert "step_time_s" not in ok["summary"] and ok["summary"]["step_time_s_median"] == 512 / 2000.0
-    assert ok["config"]["gc"] is False and ok["summary"]["tokens_per_s_per_device"] == 2000.0
+    assert ok["config"]["sweeper"]["gc"] is False and ok["summary"]["tokens_per_s_per_device"] == 2000.0
+    assert ok["config"]["model/num_parameters"] == 210240 and ok["summary"]["train_runtime"] == 4.5
     assert ok["step"] == 4  # the last history step
 
     # nothing changed: nothing rewritten

@@ -51,6 +51,7 @@ SITES: dict[str, str] = {
     "memory-tracker": "MemTracker's hooks inside the model's forward/backward (attributed; found by traceback)",
     "profiler": "the profile window: torch.profiler trace and top-ops table (contained)",
     "losses": "the loss log (contained)",
+    "trainer-run": "rank 0's trainer_run.json: the Trainer's config and times for the W&B run (contained)",
     "model-shape": "the model's shape for the FLOPs per token (contained: no MFU)",
     "peak": "rank 0's device peak for the MFU (contained: no MFU)",
     "host-comm": "rank 0's gloo cost measurement for the driver's prediction (contained)",

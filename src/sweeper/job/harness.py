@@ -146,6 +146,7 @@ def run_rank(point_dir: Path) -> int:
     from sweeper.job.budget import apply_gpu_budget
     from sweeper.job.memory import BudgetWindow, MemoryWindow
     from sweeper.job.timing import ProfilerWindow, StepTimer, Windows
+    from sweeper.job.trainer_run import TrainerRunLog, num_parameters
     from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
     from sweeper.job.verify import DtypeProbe, LabelCheck
     from sweeper.point.batch_search import searched_batch
@@ -191,6 +192,8 @@ def run_rank(point_dir: Path) -> int:
         torch.manual_seed(spec.seed)
         model = build_model(spec)
         shape = notes.value("model-shape", lambda: model_flops_inputs(model), None)
+        # what HF's WandbCallback would log of this run, for the point's W&B run (rank 0 writes it)
+        run_log = TrainerRunLog(point_dir, notes.value("trainer-run", lambda: num_parameters(model), None, 0))
         if shape is not None:
             out["model"] = shape
             check.unsharded_params = shape["param_count"]
@@ -200,7 +203,7 @@ def run_rank(point_dir: Path) -> int:
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)
-        callbacks = [*own, *life.user_callbacks(spec)]
+        callbacks = [*own, guard(run_log, "trainer-run", notes), *life.user_callbacks(spec)]
         trainer = SweeperTrainer(
             model=model,
             args=args,

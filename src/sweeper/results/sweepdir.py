@@ -18,7 +18,8 @@ folders and records, and whether a point is final. Every file name of a sweep is
         ...                       # what the ranks and the launcher leave there (named by their owners:
                                   #   rank<r>.json, rank<r>.step: sweeper.results.ranks; ranks.log:
                                   #   sweeper.launchers.local; device_budget.json: sweeper.point.device_budget;
-                                  #   batch_search.json: sweeper.point.batch_search; traces: sweeper.job)
+                                  #   batch_search.json: sweeper.point.batch_search; trainer_run.json:
+                                  #   sweeper.results.trainer_run; traces: sweeper.job)
       results.csv, results.parquet, report.md, report.html, frontier.png   # the report (sweeper.report.build)
       wandb/                      # WANDB_DIR: the W&B runs (offline-run-*), sweeper-runs.json, sweeper-tracking.log
       wandb_report.json           # WANDB_REPORT_FILE: the W&B comparison report (sweeper.wandb_report)

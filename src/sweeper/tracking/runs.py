@@ -5,17 +5,31 @@ shows the whole grid as it ends. A ``pending`` point (a SLURM job still queued o
 record is final (the next ``python -m sweeper.report``): a submission of 1,000 pending points writes no run and
 waits for nothing (issue 22).
 
+The layout is Hugging Face's ``WandbCallback``'s (what a W&B user of the Trainer knows), with sweeper's own part
+beside it under ``sweeper``:
+
 * id: ``<sweep id>-<point id>`` (characters W&B does not allow become ``_``; too long: a hash), so writing again
   after a resume or a SLURM collection updates the same run;
 * group: the sweep id; name: the point's overrides (``(defaults)`` when none); tags: the status, ``frontier`` for a
   point on the throughput/memory frontier, ``tie`` for a frontier point tied with another;
-* config: the point's configuration columns of the row that have a value, nested at their dots the way the comparison
-  report's panels read them (``training_args.max_grad_norm`` -> ``config["training_args"]["max_grad_norm"]``;
-  :func:`config_path`), plus ``env`` (host, devices, library versions, SLURM job id);
+* config: what ``WandbCallback`` logs for the point's run, read from rank 0's ``trainer_run.json``
+  (:mod:`sweeper.results.trainer_run`: ``{**model.config.to_dict(), **TrainingArguments.to_dict()}``, tokens
+  redacted, and ``model/num_parameters``; absent for a point that never began training), and under ``sweeper``
+  the point's configuration columns of the row that have a value, nested at their dots the way the comparison
+  report's panels read them (``training_args.max_grad_norm`` -> ``config["sweeper"]["training_args"]
+  ["max_grad_norm"]``; :func:`config_path`), plus ``sweeper.env`` (host, devices, library versions, SLURM job id).
+  sweeper's names stay apart: its ``fsdp`` (``none``/``full_shard``...) is not the Trainer's ``fsdp`` list;
 * summary: the typed row (:mod:`sweeper.results.row`): every column of ``results.csv`` with a value, under the
-  same name, failure reason and ``predicted_*`` numbers included;
-* history: one entry per optimizer step from the record's ``series`` (step time in s, loss, the Trainer's logged
-  learning rate and gradient norm, memory high-water mark in bytes, whether the step was timed).
+  same name, failure reason and ``predicted_*`` numbers included, plus the Trainer's final metrics that
+  ``WandbCallback`` puts there (``train_runtime`` s, ``train_samples_per_second``, ``train_steps_per_second``,
+  ``train_loss``, ``total_flos``);
+* history: one entry per optimizer step from the record's ``series``, under the Trainer's names where the Trainer
+  logs the value (``train/global_step``, the x axis; ``train/loss``, ``train/learning_rate``, ``train/grad_norm``)
+  and under ``sweeper/`` for sweeper's own per-step series (``sweeper/step_time_s`` s, ``sweeper/mem_high_water_bytes``
+  bytes, ``sweeper/optimizer_step_skipped``, ``sweeper/window`` and ``sweeper/timed``: which window the step was in);
+  each entry's ``_timestamp`` is the wall-clock time rank 0's step ended (``trainer_run.json``), so W&B's time axis
+  is the point's own. W&B's run start time and runtime are set by wandb when the run is written (wandb 0.31 has no
+  way to set them): the point's are ``train_runtime`` and the history's timestamps.
 """
 
 from __future__ import annotations
@@ -32,14 +46,31 @@ from typing import Any
 from sweeper.results.record import Record
 from sweeper.results.row import config_columns, records_to_frame
 from sweeper.results.sweepdir import SweepDir
+from sweeper.results.trainer_run import FINAL_METRICS, read_trainer_run
 
 #: W&B run ids: letters, digits, ``-`` and ``_``; longer ids are hashed.
 _ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
 _ID_MAX = 64
 #: The tag of a run whose point is on the throughput/memory frontier (the comparison report's frontier runset).
 FRONTIER_TAG = "frontier"
-#: The record's per-step series keys logged as history (numbers only; ``step`` is W&B's step).
-HISTORY_KEYS: tuple[str, ...] = ("step_time_s", "loss", "learning_rate", "grad_norm", "mem_high_water_bytes")
+#: The record's per-step series keys logged as history -> their W&B names (the Trainer's where the Trainer logs the
+#: value, ``sweeper/`` for sweeper's own); ``step`` is also W&B's step.
+HISTORY_NAMES: dict[str, str] = {
+    "step": "train/global_step",
+    "loss": "train/loss",
+    "learning_rate": "train/learning_rate",
+    "grad_norm": "train/grad_norm",
+    "step_time_s": "sweeper/step_time_s",
+    "mem_high_water_bytes": "sweeper/mem_high_water_bytes",
+    "optimizer_step_skipped": "sweeper/optimizer_step_skipped",
+    "window": "sweeper/window",
+}
+#: The history's x axis (``WandbCallback``'s ``define_metric`` step metric).
+STEP_METRIC = HISTORY_NAMES["step"]
+#: The history entry that says whether the step was in the timed window.
+TIMED = "sweeper/timed"
+#: The key under which sweeper's own configuration sits in a run's config (beside the Trainer's).
+SWEEPER_KEY = "sweeper"
 
 
 @dataclass
@@ -52,11 +83,14 @@ class RunSpec:
         name: the point's overrides joined by spaces.
         group: the sweep id.
         tags: status, ``frontier``, ``tie``.
-        config: configuration columns (flat, CSV names) and ``env`` (dict).
-        summary: the row's columns with a value (plain JSON types).
-        history: ``[{"step": int, "step_time_s": float, "loss": float, "learning_rate": float, "grad_norm": float,
-            "mem_high_water_bytes": int, "timed": bool,
-            "window": str}]`` (``window``: ``warmup``/``timed``/``memory``/``profile``), keys without a value left out.
+        config: the Trainer's config (``WandbCallback``'s keys, flat at the top) and, under ``sweeper``, the
+            configuration columns nested at their dots and ``env`` (dict).
+        summary: the row's columns with a value (plain JSON types) and the Trainer's final metrics.
+        history: ``[{"step": int, "train/global_step": int, "train/loss": float, "train/learning_rate": float,
+            "train/grad_norm": float, "sweeper/step_time_s": float, "sweeper/mem_high_water_bytes": int,
+            "sweeper/optimizer_step_skipped": bool, "sweeper/window": str, "sweeper/timed": bool,
+            "_timestamp": float}]`` (``step``: W&B's step, the same number; ``sweeper/window``:
+            ``warmup``/``timed``/``memory``/``profile``; ``_timestamp``: Unix s), keys without a value left out.
     """
 
     run_id: str
@@ -113,17 +147,18 @@ LEAF_KEY = "name"
 
 
 def config_path(column: str, columns: Iterable[str]) -> str:
-    """The dotted path of configuration ``column`` in a run's nested config (:func:`nested_config`), as the report's
-    panels address it (``wandb_workspaces``' ``Config("a.b")`` reads ``config["a"]["b"]``): the column itself,
-    or ``<column>.name`` when another column of ``columns`` lies below it."""
+    """The dotted path of configuration ``column`` in a run's config (:func:`nested_config` under
+    :data:`SWEEPER_KEY`), as the report's panels address it (``wandb_workspaces``' ``Config("a.b")`` reads
+    ``config["a"]["b"]``): ``sweeper.<column>``, or ``sweeper.<column>.name`` when another column of ``columns``
+    lies below it."""
     below = any(c.startswith(column + ".") for c in columns)
-    return f"{column}.{LEAF_KEY}" if below else column
+    return f"{SWEEPER_KEY}.{column}.{LEAF_KEY}" if below else f"{SWEEPER_KEY}.{column}"
 
 
 def nested_config(values: dict[str, Any], columns: Iterable[str]) -> dict[str, Any]:
     """``values`` (configuration columns, flat, CSV names: ``training_args.max_grad_norm``) as W&B's nested config
-    (``{"training_args": {"max_grad_norm": ...}}``), each at :func:`config_path` for ``columns`` (every configuration
-    column of the table, so that every run of a sweep nests alike)."""
+    (``{"sweeper": {"training_args": {"max_grad_norm": ...}}}``), each at :func:`config_path` for ``columns`` (every
+    configuration column of the table, so that every run of a sweep nests alike)."""
     columns = list(columns)
     out: dict[str, Any] = {}
     for key, value in values.items():
@@ -135,25 +170,37 @@ def nested_config(values: dict[str, Any], columns: Iterable[str]) -> dict[str, A
     return out
 
 
-def history_of(record: Record) -> list[dict[str, Any]]:
-    """The record's per-step series as W&B history rows (see :class:`RunSpec`); ``[]`` without a series."""
+def history_of(record: Record, step_ended_at: list[Any] | None = None) -> list[dict[str, Any]]:
+    """The record's per-step series as W&B history rows (see :class:`RunSpec`); ``[]`` without a series.
+
+    Args:
+        record: the point's record.
+        step_ended_at: rank 0's wall-clock end of each optimizer step (Unix s, ``trainer_run.json``), or None;
+            used as each row's ``_timestamp`` only when it has one entry per step of the series.
+    """
     series = getattr(record, "series", None) or {}
     steps = series.get("step") or []
-    windows = series.get("window") or []
+    stamps = step_ended_at if step_ended_at is not None and len(step_ended_at) == len(steps) else None
     out = []
     for i, step in enumerate(steps):
         row: dict[str, Any] = {"step": int(step)}
-        for key in HISTORY_KEYS:
+        for key, name in HISTORY_NAMES.items():
             values = series.get(key) or []
             v = values[i] if i < len(values) else None
-            if v is not None and not (isinstance(v, float) and not math.isfinite(v)):
-                row[key] = v
-        if i < len(windows):
-            row["timed"] = windows[i] == "timed"
-            if windows[i]:
-                row["window"] = windows[i]  # warmup, timed, memory or profile: why a step's time is what it is
+            if v is not None and not (isinstance(v, float) and not math.isfinite(v)) and v != "":
+                row[name] = int(v) if key == "step" else v
+        if "sweeper/window" in row:
+            row[TIMED] = row["sweeper/window"] == "timed"
+        if stamps is not None and isinstance(stamps[i], (int, float)) and math.isfinite(stamps[i]):
+            row["_timestamp"] = float(stamps[i])
         out.append(row)
     return out
+
+
+def _part(data: dict[str, Any], key: str, kind: type) -> Any:
+    """``data[key]`` when it is a ``kind`` (a file written by another version may hold anything), else None."""
+    value = data.get(key)
+    return value if isinstance(value, kind) else None
 
 
 def run_specs(sweep_dir: SweepDir | Path) -> list[RunSpec]:
@@ -172,16 +219,22 @@ def run_specs(sweep_dir: SweepDir | Path) -> list[RunSpec]:
     config_cols = config_columns(df.columns)
     out = []
     for record, (_, row) in zip(records, df.iterrows(), strict=True):
+        trainer = read_trainer_run(sweep.point(record.point_id)) or {}
         summary = {k: v for k, v in ((k, plain(row[k])) for k in df.columns) if v is not None}
-        config = nested_config(
+        final: dict[str, Any] = _part(trainer, "final", dict) or {}
+        summary.update({k: final[k] for k in FINAL_METRICS if isinstance(final.get(k), (int, float))})
+        ours = nested_config(
             {k: v for k, v in ((k, plain(row[k])) for k in config_cols) if v is not None}, config_cols
-        )
-        config["env"] = dict(record.env or {})
+        ).get(SWEEPER_KEY, {})
+        ours["env"] = dict(record.env or {})
+        config: dict[str, Any] = dict(_part(trainer, "config", dict) or {})
+        config[SWEEPER_KEY] = ours
         tags = [record.status]
         if summary.get("on_frontier"):
             tags.append(FRONTIER_TAG)
             if summary.get("frontier_tie_with"):
                 tags.append("tie")
+        stamps = _part(trainer, "step_ended_at", list)
         out.append(
             RunSpec(
                 run_id=run_id(sweep_id, record.point_id),
@@ -191,7 +244,7 @@ def run_specs(sweep_dir: SweepDir | Path) -> list[RunSpec]:
                 tags=tags,
                 config=config,
                 summary=summary,
-                history=history_of(record),
+                history=history_of(record, stamps),
             )
         )
     return out

@@ -20,7 +20,7 @@ from typing import Any
 from sweeper.failures.text import first_line
 from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.manifest import read_manifest, sync_command, write_manifest
-from sweeper.tracking.runs import HISTORY_KEYS, RunSpec, run_specs
+from sweeper.tracking.runs import HISTORY_NAMES, STEP_METRIC, TIMED, RunSpec, run_specs
 from sweeper.tracking.settings import INSTALL_HINT, WandbSettings
 
 #: Stop after this many runs in a row fail (W&B is broken: no point trying every run of a 1,000-point grid).
@@ -72,7 +72,7 @@ def _settings(wandb: Any, mode: str) -> Any:
 
 
 #: The history series whose last value W&B would otherwise copy into the summary.
-HISTORY_SERIES: tuple[str, ...] = (*HISTORY_KEYS, "timed", "window")
+HISTORY_SERIES: tuple[str, ...] = (*(n for n in HISTORY_NAMES.values() if n != STEP_METRIC), TIMED)
 
 #: Offline runs are written under ``<sweep dir>/wandb/STAGING/<run id>/`` and moved into ``wandb/`` only once
 #: finished: a run that fails half-way never leaves a folder that ``wandb sync <dir>/wandb/offline-run-*`` uploads.
@@ -120,8 +120,11 @@ def _write_to(wandb: Any, spec: RunSpec, settings: WandbSettings, mode: str, roo
         settings=_settings(wandb, mode),
     )
     try:
+        # WandbCallback's x axis: every series is plotted against train/global_step
+        run.define_metric(STEP_METRIC, summary="none")
         for key in HISTORY_SERIES:  # the summary holds the row's measured statistics, not a series' last step
-            run.define_metric(key, summary="none")
+            run.define_metric(key, step_metric=STEP_METRIC, step_sync=True, summary="none")
+        run.define_metric("*", step_metric=STEP_METRIC, step_sync=True)
         if history:
             for row in spec.history:
                 row = dict(row)
