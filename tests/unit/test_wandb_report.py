@@ -12,12 +12,13 @@ from sweeper.report.axes import grid_of
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.collect import collect_records
 from sweeper.results.record import Record
-from sweeper.results.row import records_to_frame
+from sweeper.results.row import config_columns, records_to_frame
 
 pytest.importorskip("wandb_workspaces.reports.v2")
 
 from sweeper.results.sweepdir import WANDB_REPORT_FILE as SPEC_FILE
 from sweeper.results.sweepdir import SweepDir
+from sweeper.tracking.runs import config_path
 from sweeper.wandb_report import cli
 
 GIB = 2**30
@@ -150,12 +151,16 @@ def test_parallel_coordinates_cover_every_grid_axis(doc, sweep):
     assert {"fsdp", "gc", "training_args.max_grad_norm"} <= set(axes)
     (pc,) = [p for p in panels(doc) if p["type"] == "ParallelCoordinatesPlot"]
     metrics = [c["metric"] for c in pc["columns"]]
-    assert metrics[: len(axes)] == [{"type": "Config", "name": a} for a in axes]
+    # each axis at its path in the runs' config: sweeper's columns sit under "sweeper", beside the Trainer's
+    assert metrics[: len(axes)] == [
+        {"type": "Config", "name": config_path(a, config_columns(df.columns))} for a in axes
+    ]
+    assert {"sweeper.fsdp", "sweeper.gc", "sweeper.training_args.max_grad_norm"} <= {m["name"] for m in metrics}
     assert metrics[len(axes) :] == [
         {"type": "SummaryMetric", "name": "tokens_per_s_per_device"},
         {"type": "SummaryMetric", "name": "peak_mem_gib"},
     ]
-    assert all(m["name"] in df.columns for m in metrics)
+    assert all(m["name"].removeprefix("sweeper.") in df.columns for m in metrics)
 
 
 def test_run_comparer_exists(doc):
