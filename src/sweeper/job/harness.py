@@ -144,6 +144,7 @@ def run_rank(point_dir: Path) -> int:
     import torch
 
     from sweeper.job.budget import apply_gpu_budget
+    from sweeper.job.jit_locks import before_build
     from sweeper.job.memory import BudgetWindow, MemoryWindow
     from sweeper.job.timing import ProfilerWindow, StepTimer, Windows
     from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
@@ -186,6 +187,7 @@ def run_rank(point_dir: Path) -> int:
     t_start = time.perf_counter()
 
     def measure() -> None:
+        before_build(spec.zero, point_dir, rank)  # a stale DeepSpeed JIT-build lock: removed, never waited on
         if use_cuda and budget:
             apply_gpu_budget(budget)
         torch.manual_seed(spec.seed)
