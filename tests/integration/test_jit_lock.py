@@ -22,7 +22,7 @@ from tests.conftest import run_sweeper
 
 pytestmark = pytest.mark.slow
 
-STEPS = ["warmup_steps=1", "timed_steps=2", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
+STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
 KILLER = """
 import sys, time
 from torch.utils.file_baton import FileBaton
@@ -56,7 +56,7 @@ def test_a_rank_killed_while_building_leaves_a_lock_the_next_zero_point_removes(
     killed: list[int] = []
     killer = threading.Thread(target=_kill_the_builder, args=(lock, killed), daemon=True)
     killer.start()
-    run = run_sweeper(["-m", "zero=2", "seed=0,1", "timeout_s=420", *STEPS], tmp_path / "run")
+    run = run_sweeper(["-m", "zero=2", "seed=0,1", "timeout_s=420", *STEPS], tmp_path)
     killer.join(timeout=1)
     assert run.proc.returncode == 0, run.output[-4000:]
     assert killed, "the first point never took the build lock"
@@ -81,7 +81,7 @@ def test_a_lock_left_by_a_killed_builder_before_the_sweep_is_removed_with_a_note
     holder.wait()
     assert lock.exists()
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(ext))
-    run = run_sweeper(["zero=1", "timeout_s=420", *STEPS], tmp_path / "run")
+    run = run_sweeper(["zero=1", "timeout_s=420", *STEPS], tmp_path)
     assert run.proc.returncode == 0, run.output[-4000:]
     (r,) = run.records()
     assert r.status == "ok", r.reason
