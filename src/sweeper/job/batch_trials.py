@@ -39,6 +39,7 @@ import torch
 
 from sweeper.config.spec import PointSpec
 from sweeper.failures.oom import parse_oom
+from sweeper.job.faults import attributed
 from sweeper.job.jit_locks import before_build
 from sweeper.job.rank import PhaseTracker, Rank, exit_now, user_callbacks
 from sweeper.point.batch_search import OOM_FILE, SearchState
@@ -134,7 +135,8 @@ def run_trial(
     try:
         torch.manual_seed(spec.seed)
         model = build_model(tspec)
-        args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda)
+        own = partial(attributed, "trainer-args")
+        args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda, own=own)
         n = batch * tspec.grad_accum * world * tspec.total_steps
         data = SyntheticTokens(n, tspec.seq_len, model.config.vocab_size, spec.seed)
         callbacks = [c for c in (phase, window, *user_callbacks(tspec)) if c is not None]

@@ -27,6 +27,7 @@ import math
 import resource
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +199,8 @@ def run_rank(point_dir: Path) -> int:
             check.unsharded_params = shape["param_count"]
         with faults.attributed("verify"):
             probe.attach(model)
-        args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda)
+        mapping = partial(faults.attributed, "trainer-args")
+        args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda, own=mapping)
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)
