@@ -39,6 +39,8 @@ import torch
 
 from sweeper.config.spec import PointSpec
 from sweeper.failures.oom import parse_oom
+from sweeper.job.faults import attributed
+from sweeper.job.jit_locks import before_build
 from sweeper.job.rank import PhaseTracker, Rank, exit_now, user_callbacks
 from sweeper.point.batch_search import OOM_FILE, SearchState
 from sweeper.point.device_budget import read_budget
@@ -81,6 +83,9 @@ def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) 
     state = SearchState.read(point_dir)
     if state is None:
         raise FileNotFoundError(f"{point_dir}: no batch search state (the driver writes it before the ranks start)")
+    me.attempt(partial(before_build, spec.zero, point_dir, me.rank), PhaseTracker())  # sweeper.job.jit_locks
+    if not me.ok:
+        return me.write(me.header(), {"steps_completed": None, "setup": {}, "memory": {}})
     _init_group(spec, use_cuda)
     capacity = _capacity(read_budget(point_dir), use_cuda)
     if state.capacity_bytes is None:
@@ -130,7 +135,8 @@ def run_trial(
     try:
         torch.manual_seed(spec.seed)
         model = build_model(tspec)
-        args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda)
+        own = partial(attributed, "trainer-args")
+        args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda, own=own)
         n = batch * tspec.grad_accum * world * tspec.total_steps
         data = SyntheticTokens(n, tspec.seq_len, model.config.vocab_size, spec.seed)
         callbacks = [c for c in (phase, window, *user_callbacks(tspec)) if c is not None]

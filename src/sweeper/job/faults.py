@@ -57,6 +57,10 @@ SITES: dict[str, str] = {
     "host-comm": "rank 0's gloo cost measurement for the driver's prediction (contained)",
     "rank-fields": "the rank file's fields after training: contention, RSS, CUDA peaks (contained, each)",
     "rank-file": "the rank file's serialisation (attributed: the measurements that serialise are kept)",
+    "trainer-args": "sweeper's mapping of the point's keys to TrainingArguments, before the library sees it "
+    "(attributed)",
+    "trainer-shim": "SweeperTrainer's switch of accelerate's state to FSDP2 on a multi-CPU run (attributed)",
+    "jit-lock": "the check of DeepSpeed's JIT-build locks before a ZeRO point's ranks build (attributed)",
 }
 #: Exception type names that are the point's outcome, never a fault of the harness (see :func:`is_outcome`).
 OUTCOME_TYPES = frozenset({"OutOfMemoryError", "MemoryError", "LabelMismatch"})

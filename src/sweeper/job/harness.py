@@ -27,6 +27,7 @@ import math
 import resource
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,7 @@ def run_rank(point_dir: Path) -> int:
     import torch
 
     from sweeper.job.budget import apply_gpu_budget
+    from sweeper.job.jit_locks import before_build
     from sweeper.job.memory import BudgetWindow, MemoryWindow
     from sweeper.job.timing import ProfilerWindow, StepTimer, Windows
     from sweeper.job.trainer_run import TrainerRunLog, num_parameters
@@ -187,6 +189,7 @@ def run_rank(point_dir: Path) -> int:
     t_start = time.perf_counter()
 
     def measure() -> None:
+        before_build(spec.zero, point_dir, rank)  # a stale DeepSpeed JIT-build lock: removed, never waited on
         if use_cuda and budget:
             apply_gpu_budget(budget)
         torch.manual_seed(spec.seed)
@@ -199,7 +202,8 @@ def run_rank(point_dir: Path) -> int:
             check.unsharded_params = shape["param_count"]
         with faults.attributed("verify"):
             probe.attach(model)
-        args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda)
+        mapping = partial(faults.attributed, "trainer-args")
+        args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda, own=mapping)
         vocab = model.config.vocab_size
         n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)

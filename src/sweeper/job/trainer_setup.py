@@ -8,12 +8,15 @@ FSDP (version 2, which works on gloo), so the point really shards. :mod:`sweeper
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainingArguments
 
 from sweeper.config.spec import PointSpec
+from sweeper.job.faults import attributed
 from sweeper.point.library_args import sweeper_deepspeed_config, sweeper_fsdp_config, sweeper_training_args
 from sweeper.redact import reveal
 
@@ -70,7 +73,9 @@ def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
     return cfg
 
 
-def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> TrainingArguments:
+def training_arguments(
+    spec: PointSpec, output_dir: str, use_cpu: bool, own: Callable[[], AbstractContextManager[None]] = nullcontext
+) -> TrainingArguments:
     """``TrainingArguments`` for one point: the sweeper keys mapped to their HF names
     (:func:`sweeper.point.library_args.sweeper_training_args`, the one copy the gate also reads), then the passthrough.
 
@@ -83,7 +88,21 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
     ``max_steps`` is ``spec.total_steps``: with ``timed_steps=auto`` the timed window counted at its cap
     (``timing.max_timed_steps``); :class:`sweeper.job.timing.StepTimer` stops training after the last profile step
     once the window's real end is known.
+
+    ``own()`` wraps sweeper's own mapping (the rank passes the attributed site ``trainer-args``,
+    :mod:`sweeper.job.faults`); the user's passthrough and ``TrainingArguments`` rejecting the result stay outside
+    it, the point's own ``config`` error.
     """
+    with own():
+        kw = _own_training_kwargs(spec, output_dir, use_cpu)
+    if spec.fsdp != "none":
+        kw["fsdp_config"] = {**kw["fsdp_config"], **reveal(spec.fsdp_config)}
+    kw.update(reveal(spec.training_args))  # secrets are references until here (sweeper.redact)
+    return TrainingArguments(**kw)
+
+
+def _own_training_kwargs(spec: PointSpec, output_dir: str, use_cpu: bool) -> dict[str, Any]:
+    """The ``TrainingArguments`` keywords sweeper decides for ``spec`` (everything but the user's passthrough)."""
     kw: dict[str, Any] = dict(output_dir=output_dir, use_cpu=use_cpu, **sweeper_training_args(spec))
     if spec.fsdp != "none":
         # fsdp=True with everything in fsdp_config (transformers 5 deprecates the "full_shard auto_wrap" strings):
@@ -91,12 +110,10 @@ def training_arguments(spec: PointSpec, output_dir: str, use_cpu: bool) -> Train
         # checkpointing from gc, and the strategy as transformers reads it (reshard_after_forward). The user's
         # fsdp_config is merged last; the gate has refused any entry that contradicts the label (docs/gate.md).
         kw["fsdp"] = True
-        ours = {k: v for k, v in sweeper_fsdp_config(spec).items() if k != "sharding_strategy"}  # FSDP1 name only
-        kw["fsdp_config"] = {**ours, **reveal(spec.fsdp_config)}
+        kw["fsdp_config"] = {k: v for k, v in sweeper_fsdp_config(spec).items() if k != "sharding_strategy"}
     if spec.zero > 0:
         kw["deepspeed"] = deepspeed_config(spec)
-    kw.update(reveal(spec.training_args))  # secrets are references until here (sweeper.redact)
-    return TrainingArguments(**kw)
+    return kw
 
 
 class SweeperTrainer(Trainer):
@@ -115,19 +132,21 @@ class SweeperTrainer(Trainer):
         state = self.accelerator.state
         if self.args.fsdp_plugin_args is None or state.distributed_type != DistributedType.MULTI_CPU:
             return
-        plugin = FullyShardedDataParallelPlugin(**self.args.fsdp_plugin_args)
+        plugin = FullyShardedDataParallelPlugin(**self.args.fsdp_plugin_args)  # the library checks the config
         if plugin.fsdp_version != 2:
             raise ValueError("FSDP on CPU needs fsdp_config version 2 (FSDP1 has no CPU support)")
-        if state.mixed_precision != "no":
-            plugin.set_mixed_precision(state.mixed_precision)
-        state.distributed_type = DistributedType.FSDP
-        # accelerate mirrors the type into PartialState's shared dict at the end of AcceleratorState's own set-up
-        # (accelerate/state.py); every later AcceleratorState() copies that dict back over its own, so without the
-        # mirror the state reverts to MULTI_CPU once the model is wrapped: the Trainer's no_sync then finds no
-        # FSDP2 and every micro-batch of a grad_accum > 1 step reduce-scatters (sync_each_batch), unlike on a GPU
-        PartialState._shared_state["distributed_type"] = DistributedType.FSDP
-        state.fsdp_plugin = plugin
-        self.is_fsdp_enabled = True
+        with attributed("trainer-shim"):  # sweeper's own switch of accelerate's state (sweeper.job.faults)
+            if state.mixed_precision != "no":
+                plugin.set_mixed_precision(state.mixed_precision)
+            state.distributed_type = DistributedType.FSDP
+            # accelerate mirrors the type into PartialState's shared dict at the end of AcceleratorState's own
+            # set-up (accelerate/state.py); every later AcceleratorState() copies that dict back over its own, so
+            # without the mirror the state reverts to MULTI_CPU once the model is wrapped: the Trainer's no_sync
+            # then finds no FSDP2 and every micro-batch of a grad_accum > 1 step reduce-scatters
+            # (sync_each_batch), unlike on a GPU
+            PartialState._shared_state["distributed_type"] = DistributedType.FSDP
+            state.fsdp_plugin = plugin
+            self.is_fsdp_enabled = True
         if plugin.activation_checkpointing and self.args.activation_checkpointing:
             raise ValueError(
                 "fsdp_config['activation_checkpointing'] and the activation_checkpointing training argument "

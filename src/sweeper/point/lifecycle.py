@@ -31,7 +31,9 @@ from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
 from sweeper.point.prediction import predicted_for
+from sweeper.results import jitlocks
 from sweeper.results.atomic import write_error_text, write_json_atomic_many
+from sweeper.results.jitlocks import FINDINGS_FILE
 from sweeper.results.rankfile import RankFile, read_rank_steps
 from sweeper.results.record import Record, RecordNotWritten
 from sweeper.results.sweepdir import SPEC_FILE, SweepDir
@@ -217,7 +219,8 @@ def begin_many(
             ready.append(prepared)
     for p in ready:
         p.pdir.mkdir(parents=True, exist_ok=True)
-        for stale in [*p.pdir.glob("rank*.json"), *p.pdir.glob("rank*.step"), *p.pdir.glob(".*.tmp")]:
+        olds = ("rank*.json", "rank*.step", ".*.tmp", FINDINGS_FILE.format(rank="*"))
+        for stale in [f for pattern in olds for f in p.pdir.glob(pattern)]:
             stale.unlink(missing_ok=True)  # left by an interrupted attempt (a killed driver or rank, a full disk)
     write_json_atomic_many([(p.pdir / SPEC_FILE, p.spec.to_dict()) for p in ready])
     return [o for o in out if o is not None]
@@ -311,6 +314,7 @@ def finish(
         )
         if amend is not None:
             result = amend(result, steps)
+    jitlocks.amend(result, env, prepared.pdir)  # DeepSpeed's JIT-build locks the ranks found (sweeper.job.jit_locks)
     predicted = predicted_for(spec, prepared.target, result.get("metrics"))
     try:  # from the rank files even when the launcher decided the outcome: a failed point keeps its history
         series = series_from_ranks(spec, ranks)

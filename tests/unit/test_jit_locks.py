@@ -1,0 +1,163 @@
+"""The rule that tells a stale DeepSpeed JIT-build lock from a live one (sweeper.job.jit_locks), on real processes:
+a real torch ``FileBaton`` held by a live process, one whose holder was killed, a process left building in the op's
+directory; and how the findings reach the record (sweeper.results.jitlocks)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sweeper.job import jit_locks
+from sweeper.job.jit_locks import filesystem_type, judge, settle
+from sweeper.results import jitlocks
+
+HOLD = """
+import sys, time
+from torch.utils.file_baton import FileBaton
+baton = FileBaton(sys.argv[1])
+assert baton.try_acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def _op_lock(root: Path, op: str = "deepspeed_shm_comm") -> Path:
+    (root / op).mkdir(parents=True)
+    return root / op / "lock"
+
+
+def _holder(lock: Path) -> subprocess.Popen:
+    """A real process that took torch's baton on ``lock`` (as ``_jit_compile`` does) and is still building."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_lock_whose_builder_was_killed_is_stale_and_removed(tmp_path):
+    lock = _op_lock(tmp_path)
+    proc = _holder(lock)
+    assert judge(lock).verdict == "live"
+    proc.send_signal(signal.SIGKILL)  # killed mid-build: torch's baton file stays behind
+    proc.wait()
+    assert lock.exists()
+    j = judge(lock)
+    assert (j.verdict, j.holders, j.builders) == ("stale", (), ())
+    (found,) = settle(tmp_path)
+    assert (found.action, found.verdict, found.path) == ("removed", "stale", str(lock))
+    assert str(lock) in found.message and "for ever" in found.message
+    assert not lock.exists()
+    assert (tmp_path / jit_locks.CHECK_FILE).exists()  # our own flock file, never torch's
+
+
+def test_a_lock_held_by_a_live_builder_is_left_in_place(tmp_path):
+    lock = _op_lock(tmp_path)
+    proc = _holder(lock)
+    try:
+        j = judge(lock)
+        assert j.verdict == "live" and proc.pid in j.holders
+        (found,) = settle(tmp_path)
+        assert (found.action, found.verdict) == ("left", "live")
+        assert lock.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_stale_lock_is_removed_only_after_the_build_processes_left_in_its_directory_end(tmp_path):
+    lock = _op_lock(tmp_path)
+    lock.touch()  # no holder: the builder is gone
+    orphan = subprocess.Popen(["sleep", "2"], cwd=lock.parent)  # as ninja, left running by a killed builder
+    try:
+        assert judge(lock).builders == (orphan.pid,)
+        t0 = time.monotonic()
+        (found,) = settle(tmp_path, wait_s=30, poll_s=0.1)
+        assert found.action == "removed" and orphan.poll() is not None and time.monotonic() - t0 > 1
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+def test_a_lock_whose_build_processes_outlast_the_wait_is_left_with_the_fix(tmp_path):
+    lock = _op_lock(tmp_path)
+    lock.touch()
+    orphan = subprocess.Popen(["sleep", "60"], cwd=lock.parent)
+    try:
+        (found,) = settle(tmp_path, wait_s=0.3, poll_s=0.1)
+        assert (found.action, found.verdict) == ("left", "unknown")
+        assert f"rm {lock}" in found.message and lock.exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+def test_only_op_directories_locks_are_checked_and_a_missing_root_is_nothing(tmp_path):
+    assert settle(tmp_path / "none") == []
+    (tmp_path / "lock").touch()  # not an op's baton
+    assert settle(tmp_path) == [] and (tmp_path / "lock").exists()
+
+
+def test_the_filesystem_type_is_the_longest_mount_above_the_path(tmp_path):
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+        f"40 22 0:50 / {tmp_path}/home rw - nfs4 srv:/home rw\n"
+        f"41 22 0:51 / {tmp_path}/home\\040x rw - tmpfs tmpfs rw\n"
+    )
+    assert filesystem_type(tmp_path / "home" / "u" / "lock", info) == "nfs4"
+    assert filesystem_type(tmp_path / "home x" / "lock", info) == "tmpfs"
+    assert filesystem_type(tmp_path / "homely", info) == "ext4"
+    assert "nfs4" in jit_locks.NETWORK_FS
+
+
+def test_the_extensions_root_is_the_one_torch_builds_in(tmp_path, monkeypatch):
+    from torch.utils.cpp_extension import _get_build_directory
+
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # torch's user cache dir, not the home's
+    assert Path(_get_build_directory("deepspeed_shm_comm", False)).parent == jit_locks.extensions_root()
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    assert Path(_get_build_directory("deepspeed_shm_comm", False)).parent == jit_locks.extensions_root()
+
+
+def test_a_point_without_deepspeed_checks_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    _op_lock(tmp_path / "ext").touch()
+    assert jit_locks.before_build(0, tmp_path, 0) == []
+    assert (tmp_path / "ext" / "deepspeed_shm_comm" / "lock").exists()
+    assert not list(tmp_path.glob("jit_locks.*"))
+
+
+def test_findings_reach_the_record_and_a_left_lock_is_named_in_a_timeout_reason(tmp_path):
+    removed = {"path": "/x/lock", "action": "removed", "verdict": "stale", "age_s": 5.0, "message": "removed /x/lock"}
+    gone = {**removed, "action": "left", "verdict": "live", "message": "left /x/lock"}
+    left = {"path": "/y/lock", "action": "left", "verdict": "unknown", "age_s": 1.0, "message": "left /y/lock: rm"}
+    jitlocks.write_findings(tmp_path, 1, [gone, left])
+    jitlocks.write_findings(tmp_path, 0, [removed])
+    jitlocks.write_findings(tmp_path, 2, [])
+    assert not (tmp_path / "jit_locks.rank2.json").exists()
+    assert json.loads((tmp_path / "jit_locks.rank0.json").read_text()) == [removed]
+    env: dict = {}
+    result = {"status": "timeout", "reason": "the point ran past timeout_s=60 s"}
+    jitlocks.amend(result, env, tmp_path)
+    assert env["jit_locks"] == [removed, left]  # the removal is the one kept for its path
+    assert result["reason"] == "the point ran past timeout_s=60 s; before the build, left /y/lock: rm"
+    ok = {"status": "ok", "reason": None}
+    jitlocks.amend(ok, {}, tmp_path)
+    assert ok["reason"] is None
+
+
+@pytest.mark.parametrize("site", ["jit-lock"])
+def test_the_check_is_a_named_attributed_site(site, tmp_path, monkeypatch):
+    from sweeper.job.faults import FAULT_ENV, SITES, HarnessFault
+
+    assert "attributed" in SITES[site]
+    monkeypatch.setenv(FAULT_ENV, site)
+    with pytest.raises(HarnessFault) as e:
+        jit_locks.before_build(2, tmp_path, 0)
+    assert e.value.site == site
