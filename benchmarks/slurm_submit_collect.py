@@ -100,9 +100,12 @@ def bench_results(n: int, workdir: Path) -> float:
 
 def bench_collection(m: int, workdir: Path) -> tuple[float, float, float]:
     from sweeper.report import build_report
+    from sweeper.results.opening import open_sweep
 
     sweep_dir = workdir / "big"
     t0 = time.perf_counter()
+    # a sweep directory as the sweep leaves it: sweep.json first (its id), then one record per point
+    sweep_id = open_sweep(sweep_dir, "multirun", m, [f"seed=range(0,{m})"])["sweep_id"]
     for i in range(m):
         spec = {
             "model": "tiny",
@@ -129,7 +132,7 @@ def bench_collection(m: int, workdir: Path) -> tuple[float, float, float]:
         )
         SweepDir(sweep_dir).write_record(
             Record(
-                sweep_id="big",
+                sweep_id=sweep_id,
                 point_id=f"{i:012x}",
                 status=status,
                 spec=spec,

@@ -124,3 +124,27 @@ def test_without_predictions_the_axes_are_the_measured_ones():
     assert not len(data.predicted)
     assert data.y_max == pytest.approx(float(data.ok["y_high"].max()) * Y_HEADROOM)
     assert data.predicted_note == ""
+
+
+def _bars(fig) -> int:
+    """How many interval bars the top axes of ``fig`` draw (errorbar's LineCollection segments)."""
+    from matplotlib.collections import LineCollection
+
+    return sum(len(c.get_segments()) for c in fig.axes[0].collections if isinstance(c, LineCollection))
+
+
+def test_frontier_png_bars_every_interval_and_past_max_bars_only_the_frontiers_saying_so():
+    from sweeper.report.plot_png import MAX_BARS
+
+    few = plot_data(_far(), ["per_device_batch_size"], [], ("MiB", MIB))
+    assert _bars(png_figure(few)) == 2
+    many = records_to_frame(
+        [_point(f"bbbb{i:08d}", 4 + i, 10_000.0 + 7 * (i % 97), 5.0 + (i * 37) % 200, 1.0, 1.0) for i in range(600)]
+    )
+    data = plot_data(many, ["per_device_batch_size"], [], ("MiB", MIB))
+    n_front = int(data.ok["on_frontier"].sum())
+    assert len(data.ok) == 600 > MAX_BARS and 0 < n_front < 600
+    fig = png_figure(data)
+    assert _bars(fig) == n_front
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.endswith("(frontier points)") for t in labels), labels

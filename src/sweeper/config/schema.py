@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-
 from sweeper.config.sections import ClusterConfig, PlanConfig, SearchConfig, TimingConfig, from_mapping
 
 __all__ = ["ClusterConfig", "PlanConfig", "SearchConfig", "SweeperConfig", "TimingConfig", "from_mapping"]
@@ -303,6 +301,8 @@ def register_plugin_configs() -> None:
 
     Called by :func:`register_configs` and when Hydra imports :mod:`hydra_plugins.sweeper_slurm` (plugin discovery,
     before any config is composed), so any Hydra app can select them, as Hydra's own plugins are selected."""
+    from hydra.core.config_store import ConfigStore  # here: the report reads the defaults without Hydra
+
     cs = ConfigStore.instance()
     cs.store(group="hydra/launcher", name="sweeper_slurm", node=_writable_node(SlurmLauncherConf))
     cs.store(
@@ -322,6 +322,8 @@ def register_configs() -> None:
 
     if not OmegaConf.has_resolver("sweeper_help_keys"):
         OmegaConf.register_new_resolver("sweeper_help_keys", lambda: help_keys().replace("\n", "\n  "))
+    from hydra.core.config_store import ConfigStore  # here: the report reads the defaults without Hydra
+
     cs = ConfigStore.instance()
     cs.store(name="sweeper_schema", node=schema_node())
     for path in sorted(sweeps_dir().glob("*.yaml")):

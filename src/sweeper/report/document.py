@@ -278,11 +278,11 @@ def _predicted(df: pd.DataFrame, records: Sequence[Record]) -> list[Block]:
 
 def _search(sweep: SweepDir) -> list[Block]:
     """``search=frontier``: how much of the grid ran and what all of it would have cost by the model, first."""
+    if not sweep.search_file.exists():
+        return []  # before the imports: the search's modules bring Hydra (0.2 s) into every plain report
     from sweeper.search.decide import cost_line
     from sweeper.search.state import Log
 
-    if not sweep.search_file.exists():
-        return []
     log = Log.read(sweep)
     stop = f" It stopped because {escape(log.stop)}." if log.stop else " It has not finished (resume it)."
     line = escape(cost_line(log.cost)) if log.cost else f"a grid of {log.grid:,} point(s), cost not known yet"

@@ -11,10 +11,14 @@ from typing import Any
 
 from sweeper.report.plot_data import FAILED_TITLE, Y_LABEL, PlotData
 
+#: Above this many ok points with an interval, frontier.png draws the interval bars of the frontier points only.
+MAX_BARS = 500
+
 
 def png_figure(data: PlotData) -> Any:
     """The static plot as a matplotlib ``Figure`` (Agg, no global backend change): ok points with the frontier
-    and, only when some point was not measured, a strip below with those points. Point labels point away from
+    (interval bars on every point with an interval, or on the frontier's only past :data:`MAX_BARS` of them) and,
+    only when some point was not measured, a strip below with those points. Point labels point away from
     the nearer side edge so that they stay inside the axes. The axes end at :attr:`PlotData.x_max` and
     :attr:`PlotData.y_max`; predicted markers beyond them are clipped and counted in a line under the plot."""
     from matplotlib.figure import Figure
@@ -28,18 +32,24 @@ def png_figure(data: PlotData) -> Any:
     right = data.x_max
     ok, front = data.ok, data.ok[data.ok["on_frontier"]]
     top.scatter(ok["x"], ok["y"], color="#1f77b4", label="ok", zorder=3)
-    if len(ok):
-        spread = [(ok["y"] - ok["y_low"]).to_numpy(), (ok["y_high"] - ok["y"]).to_numpy()]
+    # interval bars where there is an interval; past MAX_BARS points (unreadable as bars, and a second per few
+    # thousand of drawing) only the frontier's, which the frontier compares, and the legend says so
+    barred = ok[ok["y_high"] > ok["y_low"]]
+    label = data.interval
+    if len(barred) > MAX_BARS:
+        barred, label = barred[barred["on_frontier"]], f"{data.interval} (frontier points)"
+    if len(barred):
+        spread = [(barred["y"] - barred["y_low"]).to_numpy(), (barred["y_high"] - barred["y"]).to_numpy()]
         top.errorbar(
-            ok["x"],
-            ok["y"],
+            barred["x"],
+            barred["y"],
             yerr=spread,
             fmt="none",
             ecolor="#1f77b4",
             elinewidth=1,
             capsize=3,
             zorder=2,
-            label=data.interval,
+            label=label,
         )
     if len(front):
         top.step(front["x"], front["y"], where="post", color="#d62728", lw=1.5, label="Pareto frontier")
