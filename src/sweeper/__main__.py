@@ -33,7 +33,8 @@ from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
 from sweeper.results.atomic import write_error_text
 from sweeper.results.incomplete import incomplete
-from sweeper.results.sweepdir import SweepDir, register_resolver
+from sweeper.results.opening import register_resolver
+from sweeper.results.sweepdir import SweepDir
 
 register_configs()
 register_resolver()

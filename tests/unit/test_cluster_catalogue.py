@@ -20,7 +20,7 @@ from sweeper.paths import conf_dir
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.lifecycle import target_for
 from sweeper.results.mfu import gpu_peak
-from sweeper.results.sweepdir import register_resolver
+from sweeper.results.opening import register_resolver
 from tests.unit.specs import make_spec
 
 #: The catalogue the issue names, with the name torch.cuda.get_device_name() reports and the vendor's label (GB).

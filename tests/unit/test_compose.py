@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from sweeper.config.compose import compose_containers, compose_points
 from sweeper.config.schema import register_configs
 from sweeper.paths import conf_dir
-from sweeper.results.sweepdir import register_resolver
+from sweeper.results.opening import register_resolver
 
 POINTS = [
     [],

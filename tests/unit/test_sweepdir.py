@@ -46,7 +46,7 @@ def test_an_old_sweep_directory_reads_id_points_final_statuses_and_submissions(o
     assert old.is_sweep()
     assert sorted(p.name for p in old.points_dir.iterdir()) == sorted(FINAL)
     assert {pid: old.final_status(pid) for pid in FINAL} == FINAL
-    assert old.pending_point_ids() == ["aaaa00000006"]
+    assert old.scan()[1] == ["aaaa00000006"]
     assert [r.status for r in old.records()] == ["ok", "oom", "error", "pruned", "pending"]
     assert json.loads((old.point("aaaa00000003") / "result.0.json").read_text())["status"] == "timeout"
     submitted = old.submitted()

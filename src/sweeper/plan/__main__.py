@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from sweeper.config.schema import register_configs
 from sweeper.paths import conf_dir
 from sweeper.redact import redact_command_line, task_overrides
-from sweeper.results.sweepdir import register_resolver
+from sweeper.results.opening import register_resolver
 
 register_configs()
 register_resolver()

@@ -12,6 +12,7 @@ from sweeper.report.fmt import mem_unit
 from sweeper.report.plot_data import plot_data
 from sweeper.report.plot_html import plot_html
 from sweeper.report.plot_png import plot_png
+from sweeper.report.png_child import CHILD_MIN_POINTS, PngChild
 from sweeper.report.render import render_html, render_markdown
 from sweeper.results.atomic import write_atomic, write_text_atomic
 from sweeper.results.collect import collect_records
@@ -31,7 +32,9 @@ def build_report(
 ) -> Path:
     """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` (its interactive plot from
     :data:`~sweeper.report.document.PLOT_MIN_POINTS` points on) and, with at least
-    :data:`~sweeper.report.document.PNG_MIN_OK` ok points, ``frontier.png`` into ``sweep_dir``, each atomically
+    :data:`~sweeper.report.document.PNG_MIN_OK` ok points, ``frontier.png`` (from
+    :data:`~sweeper.report.png_child.CHILD_MIN_POINTS` points on, drawn by a child process meanwhile) into
+    ``sweep_dir``, each atomically
     (:mod:`sweeper.results.atomic`), from the records on disk (point folders without ``result.json`` show as
     ``pending``, see :func:`sweeper.results.collect.collect_records`).
 
@@ -55,6 +58,22 @@ def build_report(
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
     sweep = SweepDir.of(sweep_dir)
+    # a big sweep's frontier.png is drawn by a child process while this one writes the rest (png_child)
+    child = PngChild.start(sweep.frontier_png) if sweep.count_points() >= CHILD_MIN_POINTS else None
+    try:
+        return _build(sweep, device_mem_gib, max_rows, wandb_mode, child)
+    finally:
+        if child is not None:
+            child.cancel()  # an error on the way (or already finished: nothing to stop)
+
+
+def _build(
+    sweep: SweepDir,
+    device_mem_gib: Sequence[tuple[str, float]],
+    max_rows: int | None,
+    wandb_mode: str | None,
+    child: PngChild | None,
+) -> Path:
     records = collect_records(sweep)
     df = records_to_frame(records)
     grid = grid_of(df)
@@ -63,19 +82,26 @@ def build_report(
     n_ok = int((df["status"] == "ok").sum()) if "status" in df.columns else 0
     draw_png, interactive = n_ok >= PNG_MIN_OK, len(df) >= PLOT_MIN_POINTS
     data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit) if draw_png or interactive else None
-
+    png = sweep.frontier_png
+    drawn_beside = child is not None and draw_png and data is not None
+    if drawn_beside and child is not None:
+        child.send(data)
+    elif child is not None:
+        child.cancel()
     write_atomic(sweep.results_csv, lambda p: df.to_csv(p, index=False))
     table = frame_to_arrow(df)
     write_atomic(sweep.results_parquet, lambda p: _write_parquet(table, p))
-    png = sweep.frontier_png
     if draw_png and data is not None:  # data is None only when neither plot is drawn
-        write_atomic(png, lambda p: plot_png(data, p))
+        if not drawn_beside:
+            write_atomic(png, lambda p: plot_png(data, p))
     else:  # a lone point has no frontier to draw (and skips matplotlib); an older drawing would be stale
         png.unlink(missing_ok=True)
     # a single point: no plotly figure (nothing to compare; report.html says so)
     write_text_atomic(sweep.report_html, render_html(doc, plot_html(data) if interactive and data is not None else ""))
     md = sweep.report_md
     write_text_atomic(md, render_markdown(doc))
+    if drawn_beside and child is not None and data is not None and not child.finish():
+        write_atomic(png, lambda p: plot_png(data, p))  # the child could not: drawn here (raising what it raised)
     return md
 
 

@@ -23,8 +23,8 @@ def collect_records(sweep_dir: SweepDir | Path) -> list[Record]:
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
     sweep = SweepDir.of(sweep_dir)
-    records = [_undecided(r, sweep) if r.screen and r.status == "ok" else r for r in sweep.records()]
-    folders = sorted(sweep.pending_point_ids())
+    found, folders = sweep.scan()
+    records = [_undecided(r, sweep) if r.screen and r.status == "ok" else r for r in found]
     try:  # collecting must not fail on it (SLURM accounting reads it strictly)
         submitted = sweep.submitted() if folders else {}
     except (OSError, ValueError):

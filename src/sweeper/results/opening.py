@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 from sweeper.config.spec import shell_command
 from sweeper.results.atomic import write_json_atomic
-from sweeper.results.sweepdir import SWEEP_ID_ENV, SweepDir, new_sweep_id
+from sweeper.results.sweepdir import SWEEP_ID_ENV, SweepDir
 
 
 def open_sweep(
@@ -55,3 +56,18 @@ def open_sweep(
         info["wandb"] = dict(wandb)
     write_json_atomic(path, info)
     return info
+
+
+def new_sweep_id() -> str:
+    """This process's sweep id: ``$SWEEPER_SWEEP_ID`` if set (children inherit it), else 6 random hex digits."""
+    if not os.environ.get(SWEEP_ID_ENV):
+        os.environ[SWEEP_ID_ENV] = secrets.token_hex(3)
+    return os.environ[SWEEP_ID_ENV]
+
+
+def register_resolver() -> None:
+    """Register the ``${sweeper_id:}`` OmegaConf resolver (cached, like Hydra's ``${now:}``)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("sweeper_id"):
+        OmegaConf.register_new_resolver("sweeper_id", lambda: new_sweep_id(), use_cache=True)

@@ -217,6 +217,6 @@ def read_record(path: Path) -> Record:
         ValueError: if the file is not a valid record (the message names the file).
     """
     try:
-        return Record.from_dict(json.loads(Path(path).read_text()))
+        return Record.from_dict(json.loads(Path(path).read_bytes()))  # UTF-8, as the writer wrote it
     except (json.JSONDecodeError, TypeError, ValueError) as e:
         raise ValueError(f"{path}: not a valid sweeper result record: {e}") from e

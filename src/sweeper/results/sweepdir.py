@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -78,13 +77,6 @@ SLURM_DIR = "slurm"
 
 #: The environment variable that carries the sweep id to every process of one sweep.
 SWEEP_ID_ENV = "SWEEPER_SWEEP_ID"
-
-
-def new_sweep_id() -> str:
-    """This process's sweep id: ``$SWEEPER_SWEEP_ID`` if set (children inherit it), else 6 random hex digits."""
-    if not os.environ.get(SWEEP_ID_ENV):
-        os.environ[SWEEP_ID_ENV] = secrets.token_hex(3)
-    return os.environ[SWEEP_ID_ENV]
 
 
 @dataclass(frozen=True)
@@ -334,7 +326,30 @@ class SweepDir:
         Raises:
             ValueError: a ``result.json`` is not a valid record (the message names the file).
         """
-        return [read_record(p) for p in sorted(self.points_dir.glob(f"*/{RESULT_FILE}"))]
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[Record], list[str]]:
+        """One pass over ``points/``: every record (sorted by point id, as :meth:`records`) and the names of the
+        point folders without a ``result.json`` yet (launched, not finished; sorted).
+
+        Raises:
+            ValueError: a ``result.json`` is not a valid record (the message names the file).
+        """
+        records, pending = [], []
+        for name in self._point_names():
+            try:
+                records.append(read_record(self.points_dir / name / RESULT_FILE))
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                pending.append(name)
+        return records, pending
+
+    def _point_names(self) -> list[str]:
+        """The point folders' names, sorted (hidden ones skipped); [] without ``points/``. One directory listing."""
+        try:
+            with os.scandir(self.points_dir) as it:
+                return sorted(e.name for e in it if not e.name.startswith(".") and e.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     def has_final_record(self) -> bool:
         """Whether any point has a final record (a ``result.json`` whose status is not ``pending``); stops at the
@@ -345,16 +360,9 @@ class SweepDir:
         """
         return any(read_record(p).status != "pending" for p in self.points_dir.glob(f"*/{RESULT_FILE}"))
 
-    def pending_point_ids(self) -> list[str]:
-        """The point folders that hold no ``result.json`` (yet): launched, not finished; [] without ``points/``.
-        Hidden folders are skipped. Unsorted."""
-        root = self.points_dir
-        try:
-            with os.scandir(root) as it:
-                dirs = [e.name for e in it if not e.name.startswith(".") and e.is_dir()]
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return [n for n in dirs if not os.path.exists(os.path.join(root, n, RESULT_FILE))]
+    def count_points(self) -> int:
+        """How many point folders ``points/`` holds (hidden ones skipped); 0 without it."""
+        return len(self._point_names())
 
     def spec(self, point_id: str) -> dict[str, Any]:
         """A point's ``spec.json`` as plain data, or ``{}`` when it has none or it cannot be read (a pending point's
@@ -383,11 +391,3 @@ def _json_object(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a JSON object")
     return data
-
-
-def register_resolver() -> None:
-    """Register the ``${sweeper_id:}`` OmegaConf resolver (cached, like Hydra's ``${now:}``)."""
-    from omegaconf import OmegaConf
-
-    if not OmegaConf.has_resolver("sweeper_id"):
-        OmegaConf.register_new_resolver("sweeper_id", lambda: new_sweep_id(), use_cache=True)
