@@ -49,8 +49,8 @@ def plot_html(data: PlotData) -> str:
                 error_y={
                     "type": "data",
                     "symmetric": False,
-                    "array": (ok["y_high"] - ok["y"]).tolist(),
-                    "arrayminus": (ok["y"] - ok["y_low"]).tolist(),
+                    "array": (ok["y_high"] - ok["y"]).to_numpy(dtype=float),  # arrays: plotly keeps them
+                    "arrayminus": (ok["y"] - ok["y_low"]).to_numpy(dtype=float),
                     "thickness": 1,
                     "width": 3,
                     "color": "#1f77b4",

@@ -210,13 +210,14 @@ class RecordNotWritten(OSError):
         self.record = record
 
 
-def read_record(path: Path) -> Record:
+def read_record(path: Path | str) -> Record:
     """Read one ``result.json``.
 
     Raises:
         ValueError: if the file is not a valid record (the message names the file).
     """
     try:
-        return Record.from_dict(json.loads(Path(path).read_bytes()))  # UTF-8, as the writer wrote it
+        with open(path, "rb") as f:  # UTF-8, as the writer wrote it
+            return Record.from_dict(json.loads(f.read()))
     except (json.JSONDecodeError, TypeError, ValueError) as e:
         raise ValueError(f"{path}: not a valid sweeper result record: {e}") from e

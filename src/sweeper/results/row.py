@@ -58,10 +58,12 @@ _AFTER_SPEC = "model.config"  # unknown spec keys go after this family
 
 def _step(c: Column) -> tuple[str, str, str | None, str, Callable[[Record], Any] | None]:
     """(name, dtype, record part, key, function): how :func:`row_from_record` reads a column (key ``""`` for a
-    function's column)."""
+    function's column; part None for a family, a function or a record attribute)."""
     if callable(c.source):
         return c.name, c.dtype, None, "", c.source
     part, sep, key = c.source.partition(".")
+    if c.dtype == FAMILY:  # a spec dict expanded into dotted columns (part None: row_from_record's family branch)
+        return c.name, c.dtype, None, key, None
     return (c.name, c.dtype, part, key, None) if sep else (c.name, c.dtype, None, part, None)
 
 
@@ -111,7 +113,9 @@ def row_from_record(record: Record) -> dict[str, Any]:
     }
     row: dict[str, Any] = {}
     for name, dtype, part, key, func in _PLAN:
-        if dtype == FAMILY:
+        if part is not None:  # the common case first: a value of a record part
+            v = parts[part].get(key)
+        elif dtype == FAMILY:
             value = spec.get(key)
             if value:
                 row |= dict(sorted(flatten(name, value).items()))
@@ -119,17 +123,13 @@ def row_from_record(record: Record) -> dict[str, Any]:
                 for k in [k for k in spec if k not in _SPEC_KEYS]:
                     row |= flatten(k, spec[k]) if isinstance(spec[k], Mapping) else {k: spec[k]}
             continue
-        if name == "schema_version" and record.predicted:
-            for k, v in record.predicted.items():
-                col = k if k.startswith("predicted_") else f"predicted_{k}"
-                if col not in BY_NAME:  # the typed ones were read above
-                    row[col] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, _NESTED) else v
-        if func is not None:
-            v = func(record)
-        elif part is None:
-            v = getattr(record, key)
         else:
-            v = parts[part].get(key)
+            if name == "schema_version" and record.predicted:
+                for k, pv in record.predicted.items():
+                    col = k if k.startswith("predicted_") else f"predicted_{k}"
+                    if col not in BY_NAME:  # the typed ones were read above
+                        row[col] = json.dumps(pv, sort_keys=True, default=str) if isinstance(pv, _NESTED) else pv
+            v = func(record) if func is not None else getattr(record, key)
         row[name] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, _NESTED) else v
     return row
 

@@ -336,9 +336,10 @@ class SweepDir:
             ValueError: a ``result.json`` is not a valid record (the message names the file).
         """
         records, pending = [], []
+        root = str(self.points_dir)
         for name in self._point_names():
-            try:
-                records.append(read_record(self.points_dir / name / RESULT_FILE))
+            try:  # os.path: pathlib's joins were a tenth of a 10,000-record report
+                records.append(read_record(os.path.join(root, name, RESULT_FILE)))
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 pending.append(name)
         return records, pending
