@@ -37,7 +37,7 @@ GRID = [
     "precision=fp32,bf16",
     "per_device_batch_size=2,8",
 ]
-STEPS = ["warmup_steps=2", "timed_steps=8", "memory_steps=1", "profile_steps=0", "profile_trace=false", "wandb=off"]
+STEPS = ["warmup_steps=3", "timed_steps=8", "memory_steps=1", "profile_steps=0", "profile_trace=false", "wandb=off"]
 
 
 def kendall_tau(xs: list[float], ys: list[float]) -> float:

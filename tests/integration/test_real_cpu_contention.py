@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from sweeper.config.sections import TimingConfig
-from sweeper.job.timing import read_schedstat
+from sweeper.job.contention import read_schedstat
 from tests.conftest import run_sweeper
 
 pytestmark = [

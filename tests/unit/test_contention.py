@@ -16,13 +16,14 @@ import pytest
 from markdown_it import MarkdownIt
 
 import sweeper.job.timing as measure
-from sweeper.job.timing import StepTimer, Windows, parse_schedstat, read_schedstat, schedstat_delta
+from sweeper.job.contention import parse_schedstat, parse_steal, read_schedstat, read_steal, schedstat_delta
+from sweeper.job.timing import StepTimer, Windows
 from sweeper.report import build_report
 from sweeper.report.headline import answer
 from sweeper.report.notes import contention_notes, contention_sentence, method_notes
 from sweeper.report.tables import results_details_table
 from sweeper.results.columns import BY_NAME, COLUMNS
-from sweeper.results.metrics import contention_warn_frac, metrics_from_ranks, runqueue_wait_frac
+from sweeper.results.metrics import contention_warn_frac, metrics_from_ranks, runqueue_wait_frac, steal_frac
 from sweeper.results.row import records_to_frame
 from sweeper.results.stats import StopRule
 from sweeper.results.sweepdir import SweepDir
@@ -232,7 +233,9 @@ def _contended(pid: str, fsdp: str, gc: bool, tps: float, mem: int, frac: float 
 def test_the_row_has_typed_documented_contention_columns_next_to_the_interval():
     names = [c.name for c in COLUMNS]
     assert names.index("runqueue_wait_frac") == names.index("timed_stop") + 1
-    assert names.index("contended") == names.index("runqueue_wait_frac") + 1
+    assert names.index("steal_frac") == names.index("runqueue_wait_frac") + 1
+    assert names.index("contended") == names.index("steal_frac") + 1
+    assert BY_NAME["steal_frac"].unit == "fraction" and "/proc/stat" in BY_NAME["steal_frac"].doc
     assert BY_NAME["runqueue_wait_frac"].unit == "fraction" and BY_NAME["contended"].dtype == "boolean"
     assert "schedstat" in BY_NAME["runqueue_wait_frac"].doc and "contention_warn_frac" in BY_NAME["contended"].doc
     df = records_to_frame(
@@ -245,6 +248,65 @@ def test_the_row_has_typed_documented_contention_columns_next_to_the_interval():
     assert str(df["runqueue_wait_frac"].dtype) == "float64" and str(df["contended"].dtype) == "boolean"
     assert df["runqueue_wait_frac"].tolist()[:2] == [0.23, 0.01]
     assert df["contended"].tolist()[:2] == [True, False] and df["contended"].isna().tolist()[2]
+
+
+# ---- hypervisor steal (/proc/stat): what a virtual machine loses that schedstat cannot see ----
+
+PROC_STAT = """cpu  281999 82 54530 393310 1789 0 692 1715 0 0
+cpu0 141000 41 27265 196655 894 0 346 900 0 0
+cpu1 140999 41 27265 196655 895 0 346 815 0 0
+intr 1 2 3
+"""
+
+
+def test_parse_steal_reads_the_cpu_lines_eighth_value_in_ticks_and_counts_the_cpus():
+    assert parse_steal(PROC_STAT, 100.0) == (pytest.approx(17.15), 2)
+    assert parse_steal("cpu  1 2 3 4 5 6 7\ncpu0 1 2 3 4 5 6 7 8\n", 100.0) is None  # a kernel before steal
+    assert parse_steal("cpu  1 2 3 4 5 6 7 8\n", 100.0) is None  # no per-CPU line
+    assert parse_steal("", 100.0) is None
+
+
+def test_the_host_steal_is_read_on_linux():
+    got = read_steal()
+    assert got is not None and got[0] >= 0 and got[1] >= 1  # this machine's /proc/stat (the CI runs on Linux)
+    assert read_steal("/nonexistent/stat") is None
+
+
+def test_the_timer_keeps_the_steal_of_the_timed_window(monkeypatch):
+    readings = iter([(10.0, 2), (10.6, 2)])
+    monkeypatch.setattr(measure, "read_steal", lambda: next(readings))
+    timer, _ = _drive(None, [1.0] * 10, monkeypatch)
+    c = timer.contention()
+    assert c["steal_s"] == pytest.approx(0.6) and c["cpus"] == 2
+
+
+def _steal_rank(steal: float | None, wall: float = 10.0, cpus: int = 2, wait: float = 0.1) -> dict:
+    return {
+        "rank": 0,
+        "schedstat": {
+            "runqueue_wait_s": wait,
+            "cpu_s": 1.0,
+            "wall_s": wall,
+            "threads": 4,
+            "steal_s": steal,
+            "cpus": cpus,
+        },
+    }
+
+
+def test_steal_frac_is_the_hosts_stolen_share_and_alone_makes_a_point_contended():
+    assert steal_frac([_steal_rank(3.0), _steal_rank(1.0)]) == pytest.approx(0.15)  # 3 s of 10 s x 2 CPUs
+    assert steal_frac([_steal_rank(None), {"rank": 1}]) is None
+    m = metrics_from_ranks(make_spec(), [_steal_rank(3.0), _steal_rank(3.0)])
+    assert m["runqueue_wait_frac"] == pytest.approx(0.01) and m["steal_frac"] == pytest.approx(0.15)
+    assert m["contended"] is True  # the run queue was quiet; the hypervisor was not
+    assert metrics_from_ranks(make_spec(), [_steal_rank(0.2)])["contended"] is False
+
+
+def test_the_sentence_names_the_steal_when_it_is_what_stretched_the_steps():
+    s = contention_sentence("`fsdp=none`", 0.01, 0.15)
+    assert "waited 1 % of the timed window for a CPU and the hypervisor took 15 % of the host's CPU time (steal)" in s
+    assert "steal" not in contention_sentence("`fsdp=none`", 0.23, 0.001)
 
 
 # ---- the report ----

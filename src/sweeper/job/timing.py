@@ -19,7 +19,6 @@ memory high-water mark, for the point's per-step history (:class:`StepTimer`, ``
 
 from __future__ import annotations
 
-import os
 import resource
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from sweeper.job.contention import read_schedstat, read_steal, schedstat_delta
 from sweeper.job.loss_scale import loss_scale, step_was_skipped
 from sweeper.results.rankfile import Schedstat
 
@@ -72,76 +72,6 @@ class Windows:
     def end(self) -> int:
         """Optimizer steps of the whole run as known now (1-based number of the last profile step)."""
         return self.profile.stop
-
-
-#: Where Linux lists the threads of this process; each has a ``schedstat`` file (:func:`read_schedstat`).
-TASK_DIR = "/proc/self/task"
-
-
-def parse_schedstat(text: str) -> tuple[int, int] | None:
-    """(time on a CPU, time waiting on a run queue), both nanoseconds, from one line of a Linux ``schedstat`` file
-    (``/proc/<pid>/task/<tid>/schedstat``), or None when the text is not three non-negative integers.
-
-    The three fields are: time spent on the CPU (ns), time spent waiting on a run queue (ns), and the number of
-    timeslices run on this CPU (the kernel's ``Documentation/scheduler/sched-stats.rst``, "/proc/<pid>/schedstat").
-    The wait is time the thread was runnable but another task held the CPU; time asleep (I/O, a lock, a collective
-    waiting for another rank) is not in either field.
-    """
-    fields = text.split()
-    if len(fields) != 3 or not all(f.isdigit() for f in fields):  # isdigit: no sign, no decimal point
-        return None
-    return int(fields[0]), int(fields[1])
-
-
-def read_schedstat(task_dir: str = TASK_DIR) -> dict[int, tuple[int, int]] | None:
-    """Thread id -> (on-CPU ns, run-queue wait ns) for every thread of this process now (:func:`parse_schedstat`).
-
-    A thread that exits between the directory listing and its read is left out. None when the counters cannot be
-    read: not Linux, no ``schedstat`` files (a kernel without ``CONFIG_SCHED_INFO``), a line that does not parse,
-    or every counter 0 (the kernel writes ``0 0 0`` when scheduler statistics are off, and this thread has run).
-    Never raises. Cost: one small file read per thread, about 25 us each (median on the loaded 2-core development
-    machine: 0.06 ms with 2 threads, 1 ms with 38), so it is called only outside a timed step's clock.
-    """
-    try:
-        tids = [int(t) for t in os.listdir(task_dir) if t.isdigit()]
-    except OSError:
-        return None
-    out: dict[int, tuple[int, int]] = {}
-    for tid in tids:
-        try:
-            with open(f"{task_dir}/{tid}/schedstat", encoding="ascii") as f:
-                text = f.read()
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # the thread exited meanwhile
-        except (OSError, UnicodeDecodeError):
-            return None
-        parsed = parse_schedstat(text)
-        if parsed is None:
-            return None
-        out[tid] = parsed
-    if not out or not any(cpu or wait for cpu, wait in out.values()):
-        return None
-    return out
-
-
-def schedstat_delta(start: dict[int, tuple[int, int]], end: dict[int, tuple[int, int]]) -> tuple[float, float]:
-    """(on-CPU seconds, run-queue wait seconds) the threads of this process spent between two
-    :func:`read_schedstat` readings, summed over threads.
-
-    Per thread id: ``end - start`` for a thread present at both readings; a thread that started in between counts
-    its whole ``end`` reading (all of its life lies in between); a thread that exited in between is not counted
-    (its last counters cannot be read after it exits), so the sums can fall short when threads exit, never
-    exceed. A counter lower at the end than at the start (a thread id reused by a new thread) counts as a new
-    thread.
-    """
-    cpu_ns = wait_ns = 0
-    for tid, (cpu1, wait1) in end.items():
-        cpu0, wait0 = start.get(tid, (0, 0))
-        if cpu1 < cpu0 or wait1 < wait0:
-            cpu0 = wait0 = 0
-        cpu_ns += cpu1 - cpu0
-        wait_ns += wait1 - wait0
-    return cpu_ns / 1e9, wait_ns / 1e9
 
 
 class StepTimer(TrainerCallback):
@@ -198,6 +128,10 @@ class StepTimer(TrainerCallback):
             communication threads wake at every collective and wait briefly for a CPU each time: on a 2-core machine
             running 2 ranks they add ~4 % each to the sum on an otherwise idle machine, measured), for diagnosis.
         threads: threads of this process at the window's end (schedstat files read); None likewise.
+        steal_s: CPU seconds the hypervisor took from this host's virtual CPUs in that window, summed over every CPU
+            (``/proc/stat`` steal, :func:`read_steal`; host-wide: other ranks' CPUs included); None when it could
+            not be read or the window never ended.
+        cpus: the host's CPUs in ``/proc/stat``, for :attr:`steal_s`'s share; None likewise.
     """
 
     def __init__(self, windows: Windows, cuda: bool, notes: Any = None) -> None:
@@ -222,12 +156,16 @@ class StepTimer(TrainerCallback):
         self._tid: int | None = None
         self._window_t0: float | None = None
         self._sched0: dict[int, tuple[int, int]] | None = None
+        self.steal_s: float | None = None
+        self.cpus: int | None = None
+        self._steal0: tuple[float, int] | None = None
 
     def contention(self) -> Schedstat:
         """The timed window's CPU contention for the rank file (:class:`sweeper.results.rankfile.Schedstat`):
         ``runqueue_wait_s`` and ``cpu_s`` of the training thread, ``all_threads_runqueue_wait_s`` and
-        ``all_threads_cpu_s`` summed over the process's threads, ``wall_s`` (seconds; see the attributes) and
-        ``threads``; None values when schedstat could not be read or the window never ended."""
+        ``all_threads_cpu_s`` summed over the process's threads, ``wall_s`` (seconds; see the attributes),
+        ``threads``, and the host's ``steal_s`` (s) over ``cpus``; None values when they could not be read or the
+        window never ended."""
         return {
             "runqueue_wait_s": self.runqueue_wait_s,
             "cpu_s": self.cpu_s,
@@ -235,6 +173,8 @@ class StepTimer(TrainerCallback):
             "all_threads_cpu_s": self.all_threads_cpu_s,
             "wall_s": self.window_wall_s,
             "threads": self.threads,
+            "steal_s": self.steal_s,
+            "cpus": self.cpus,
         }
 
     def _begin_window(self) -> None:
@@ -242,13 +182,17 @@ class StepTimer(TrainerCallback):
         self._window_t0 = time.monotonic()  # its own clock: the step clock (perf_counter) is left alone
         self._tid = threading.get_native_id()  # the thread that runs the training loop (and these callbacks)
         self._sched0 = read_schedstat()
+        self._steal0 = read_steal()
 
     def _end_window(self) -> None:
         """After the last timed step's clock stopped: the window's end readings and the schedstat differences."""
         end = read_schedstat()
+        steal = read_steal()
         if self._window_t0 is None:
             return
         self.window_wall_s = time.monotonic() - self._window_t0
+        if self._steal0 is not None and steal is not None and steal[1] == self._steal0[1]:
+            self.steal_s, self.cpus = max(0.0, steal[0] - self._steal0[0]), steal[1]
         if self._sched0 is not None and end is not None:
             self.all_threads_cpu_s, self.all_threads_runqueue_wait_s = schedstat_delta(self._sched0, end)
             self.threads = len(end)

@@ -112,11 +112,21 @@ def _flag(v: object) -> bool:
     return not missing(v) and bool(v)
 
 
+def lost_frac(df: pd.DataFrame) -> pd.Series:
+    """Per row, the share of the timed window its steps lost to contention: the larger of ``runqueue_wait_frac``
+    (waiting for a CPU) and ``steal_frac`` (the hypervisor's steal), fractions; NaN where neither was measured."""
+    cols = [pd.to_numeric(df[c], errors="coerce") for c in ("runqueue_wait_frac", "steal_frac") if c in df.columns]
+    if not cols:
+        return pd.Series(float("nan"), index=df.index)
+    return pd.concat(cols, axis=1).max(axis=1, skipna=True)
+
+
 def contended_involved(ok: pd.DataFrame, best: pd.Series, tied: Sequence[str]) -> list[str]:
     """The contended points (``contended`` true) a throughput verdict for ``best`` rests on: ``best`` itself, the
-    points ``tied`` with it, and any slower contended point whose tokens/s per device / (1 - ``runqueue_wait_frac``)
-    reaches ``best``'s (had its threads not waited for a CPU, it could be as fast: a first-order bound, assuming the
-    wait lay on the step's critical path; a fraction of 1 or more always reaches). Point ids, ``best`` first.
+    points ``tied`` with it, and any slower contended point whose tokens/s per device / (1 - its lost share,
+    :func:`lost_frac`) reaches ``best``'s (had its threads not waited for a CPU or the
+    hypervisor, it could be as fast: a first-order bound, assuming the loss lay on the step's critical path; a
+    fraction of 1 or more always reaches). Point ids, ``best`` first.
 
     Args:
         ok: the candidate rows, with ``_pid`` (point id) and ``_tps`` (tokens/s per device) columns as
@@ -124,11 +134,7 @@ def contended_involved(ok: pd.DataFrame, best: pd.Series, tied: Sequence[str]) -
     """
     if "contended" not in ok.columns:
         return []
-    frac = (
-        pd.to_numeric(ok["runqueue_wait_frac"], errors="coerce")
-        if "runqueue_wait_frac" in ok.columns
-        else pd.Series(float("nan"), index=ok.index)
-    )
+    frac = lost_frac(ok)  # waiting for a CPU, or the hypervisor's steal: the larger
     out = []
     for i, row in ok[ok["contended"].map(_flag).astype(bool)].iterrows():  # the contended rows only
         f = frac[i]

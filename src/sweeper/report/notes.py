@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from sweeper.report.fmt import capped, missing, num, text
-from sweeper.report.headline import config_name
+from sweeper.report.headline import config_name, lost_frac
 from sweeper.report.md import code, escape
 
 #: Contended points named one by one in the Results section before "and N more" (:func:`contention_notes`).
@@ -95,20 +95,26 @@ def _pct(frac: float | None) -> str:
     return f"{x:.0f}" if x >= 9.95 or round(x, 1) == round(x) else f"{x:.1f}"
 
 
-def contention_sentence(name: str, frac: float) -> str:
+def contention_sentence(name: str, frac: float, steal: float | None = None) -> str:
     """The plain sentence (Markdown) that names a contended point: ``name`` is Markdown already (a code span);
-    ``frac`` its ``runqueue_wait_frac`` (a fraction, shown in percent)."""
+    ``frac`` its ``runqueue_wait_frac``, ``steal`` its ``steal_frac`` (fractions, shown in percent; the steal only
+    when it is the larger or above 1 %)."""
+    parts = []
+    if not pd.isna(frac):
+        parts.append(f"a rank's training thread waited {_pct(frac)} % of the timed window for a CPU")
+    if steal is not None and not pd.isna(steal) and (steal >= 0.01 or pd.isna(frac) or steal > frac):
+        parts.append(f"the hypervisor took {_pct(steal)} % of the host's CPU time (steal)")
     return (
-        f"{name} was measured under CPU contention: a rank's training thread waited {_pct(frac)} % of the timed "
-        "window for a CPU; compare it with other points only after a rerun on a quiet machine."
+        f"{name} was measured under CPU contention: {' and '.join(parts) or 'its contention was recorded'}; compare "
+        "it with other points only after a rerun on a quiet machine."
     )
 
 
 def contention_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
     """One sentence (Markdown, :func:`contention_sentence`) per ``ok`` point measured under CPU contention
-    (``contended`` true), the most contended first, each named by its swept ``axes`` and its point id (both in code
-    spans); after :data:`MAX_CONTENDED` of them, one sentence counts the rest. Empty when none is contended or the
-    table has no ``contended`` column (records older than the measure)."""
+    (``contended`` true), the most contended first (:func:`lost_frac`), each named by its swept ``axes`` and its
+    point id (both in code spans); after :data:`MAX_CONTENDED` of them, one sentence counts the rest. Empty when
+    none is contended or the table has no ``contended`` column (records older than the measure)."""
     if "contended" not in df.columns or not len(df):
         return []
     flag = df["contended"].map(lambda v: not missing(v) and bool(v))
@@ -116,11 +122,11 @@ def contention_notes(df: pd.DataFrame, axes: Sequence[str] = ()) -> list[str]:
     if not len(rows):
         return []
     frac = pd.to_numeric(rows["runqueue_wait_frac"], errors="coerce")
-    rows = rows.assign(_frac=frac, _pid=rows["point_id"].astype(str)).sort_values(
-        ["_frac", "_pid"], ascending=[False, True], kind="stable"
-    )
+    steal = pd.to_numeric(rows["steal_frac"], errors="coerce") if "steal_frac" in rows.columns else frac * float("nan")
+    rows = rows.assign(_frac=frac, _steal=steal, _lost=lost_frac(rows), _pid=rows["point_id"].astype(str))
+    rows = rows.sort_values(["_lost", "_pid"], ascending=[False, True], kind="stable")
     out = [
-        contention_sentence(f"{config_name(row, axes)} (point {code(row['_pid'])})", row["_frac"])
+        contention_sentence(f"{config_name(row, axes)} (point {code(row['_pid'])})", row["_frac"], row["_steal"])
         for _, row in rows.head(MAX_CONTENDED).iterrows()
     ]
     if len(rows) > MAX_CONTENDED:
@@ -186,8 +192,10 @@ def contention_method_note(df: pd.DataFrame) -> str:
     return (
         "CPU contention: `runqueue_wait_frac` = seconds a rank's training thread waited on a CPU run queue during "
         "the timed window (runnable, but another thread or process held the CPU; Linux schedstat) / the "
-        f"window's wall seconds, max over ranks; above `timing.contention_warn_frac` ({threshold}) a point is "
-        "`contended`, and its numbers are not comparable with other points' until it is rerun on a quiet machine."
+        "window's wall seconds, max over ranks; `steal_frac` = CPU seconds the hypervisor took from the host's "
+        "virtual CPUs in that window (`/proc/stat` steal, which schedstat cannot see) / (wall seconds x CPUs); "
+        f"with either above `timing.contention_warn_frac` ({threshold}) a point is `contended`, and its numbers "
+        "are not comparable with other points' until it is rerun on a quiet machine."
     )
 
 

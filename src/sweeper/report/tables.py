@@ -134,6 +134,8 @@ def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None)
             num(v, 0.01, 3) + (" contended" if not missing(c) and bool(c) else "")
             for v, c in zip(ok["runqueue_wait_frac"], flags, strict=True)
         ]
+    if "steal_frac" in ok.columns and (pd.to_numeric(ok["steal_frac"], errors="coerce") >= 0.005).any():
+        out["hypervisor steal (%)"] = [num(v, 0.01, 3) for v in ok["steal_frac"]]  # a VM's stolen CPU time
     out["TFLOP/s/device"] = [num(v, digits=3) for v in ok["tflops_per_device"]]
     peaks = pd.to_numeric(ok["mfu_peak_flop_per_s"], errors="coerce").dropna()
     if len(peaks) and peaks.max() > 1.01 * peaks.min():

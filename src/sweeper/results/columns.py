@@ -220,8 +220,11 @@ COLUMNS: tuple[Column, ...] = (
            "CPU run queue in the timed window (Linux schedstat) / the window's wall seconds, max over ranks; empty "
            "when schedstat was unreadable (docs/measurement.md, Contention)",
            "metrics.runqueue_wait_frac"),
-    Column("contended", BOOL, "", "runqueue_wait_frac above timing.contention_warn_frac (default 0.1): measured "
-           "under CPU contention, compare with other points only after a rerun on a quiet machine",
+    Column("steal_frac", FLOAT, "fraction", "hypervisor steal: CPU seconds the host's virtual CPUs lost to the "
+           "hypervisor in the timed window (/proc/stat steal) / (the window's wall seconds x CPUs), max over ranks; "
+           "empty off Linux (docs/measurement.md, Contention)", "metrics.steal_frac"),
+    Column("contended", BOOL, "", "runqueue_wait_frac or steal_frac above timing.contention_warn_frac (default "
+           "0.1): measured under CPU contention, compare with other points only after a rerun on a quiet machine",
            "metrics.contended"),
     Column("zero_loss", BOOL, "", "the training loss was exactly 0 at every logged step: the point trained on no "
            "signal, so its throughput measures no real training (docs/measurement.md)", "metrics.zero_loss"),

@@ -13,9 +13,11 @@ Driver side, no torch. Conventions (each reported number says how it was measure
 * CPU contention (docs/measurement.md, "Contention"): ``runqueue_wait_frac`` = max over ranks of the rank's
   ``schedstat.runqueue_wait_s`` / ``schedstat.wall_s`` (:func:`runqueue_wait_frac`): the share of the timed window
   the rank's training thread spent runnable but not running (Linux schedstat, the kernel's
-  ``Documentation/scheduler/sched-stats.rst``); ``contended`` = that above ``timing.contention_warn_frac``
+  ``Documentation/scheduler/sched-stats.rst``); ``steal_frac`` = max over ranks of the host's ``/proc/stat`` steal
+  over the window / (wall x CPUs) (:func:`steal_frac`: a virtual machine's CPU time taken by the hypervisor, which
+  schedstat cannot see); ``contended`` = either above ``timing.contention_warn_frac``
   (:func:`contention_warn_frac`; default: the schema's, :attr:`sweeper.config.schema.TimingConfig.contention_warn_frac`,
-  not restated here). Both absent when no rank could read schedstat.
+  not restated here). Each absent when no rank could read its source.
 * tokens/s (global) = per_device_batch_size x seq_len x grad_accum x world_size / median step time;
   tokens/s per device = that / world_size; samples/s = per_device_batch_size x grad_accum x world_size / median.
 * TFLOP/s per device = tokens/s per device x FLOPs per token (PaLM, :func:`sweeper.results.mfu.flops_per_token`) / 1e12;
@@ -132,6 +134,21 @@ def runqueue_wait_frac(ranks: list[RankFile]) -> float | None:
     return max(fracs) if fracs else None
 
 
+def steal_frac(ranks: list[RankFile]) -> float | None:
+    """The hypervisor's share of the host's CPU time in the timed window: max over ranks of ``schedstat.steal_s /
+    (schedstat.wall_s x schedstat.cpus)`` (a fraction; ``/proc/stat`` steal, ``proc(5)``: time a virtual CPU was
+    ready while the hypervisor ran another guest). The training thread's schedstat cannot see it (stolen time is
+    neither on-CPU time nor run-queue wait), yet it stretches every step. None when no rank has the three numbers
+    (older rank files, not Linux, or the window never ended)."""
+    fracs = []
+    for r in ranks:
+        s = r.get("schedstat") or {}
+        steal, wall, cpus = _number(s.get("steal_s")), _number(s.get("wall_s")), _number(s.get("cpus"))
+        if steal is not None and wall is not None and cpus is not None and wall > 0 and cpus > 0 and steal >= 0:
+            fracs.append(steal / (wall * cpus))
+    return max(fracs) if fracs else None
+
+
 def contention_warn_frac(spec: PointSpec) -> float:
     """The threshold above which a point is ``contended``: ``timing.contention_warn_frac`` of the spec, else the
     schema's default (:attr:`sweeper.config.schema.TimingConfig.contention_warn_frac`), a fraction."""
@@ -157,10 +174,13 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> RecordMetrics:
     note = measurement_note(ranks)
     if note:
         m["measurement_note"] = note
-    frac = runqueue_wait_frac(ranks)
+    frac, steal = runqueue_wait_frac(ranks), steal_frac(ranks)
     if frac is not None:
         m["runqueue_wait_frac"] = frac
-        m["contended"] = frac > contention_warn_frac(spec)
+    if steal is not None:
+        m["steal_frac"] = steal
+    if frac is not None or steal is not None:  # either stretches the steps: a run queue or the hypervisor
+        m["contended"] = max(f for f in (frac, steal) if f is not None) > contention_warn_frac(spec)
     if stats:
         m.update(stats)
         med = stats["step_time_s_median"]

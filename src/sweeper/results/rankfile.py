@@ -96,6 +96,11 @@ class Schedstat(TypedDict, total=False):
     wall_s: float | None
     #: threads of the rank's process, read at the window's end.
     threads: int | None
+    #: CPU seconds the hypervisor took from the host's virtual CPUs in the window, summed over every CPU
+    #: (``/proc/stat`` steal, ``proc(5)``; host-wide).
+    steal_s: float | None
+    #: the host's CPUs (``cpuN`` lines of ``/proc/stat``), for ``steal_s``'s share.
+    cpus: int | None
 
 
 class Series(TypedDict, total=False):

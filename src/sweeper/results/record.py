@@ -48,7 +48,9 @@ class RecordMetrics(TypedDict, total=False):
     timed_stop: str
     #: max over ranks of the training thread's run-queue wait / the timed window's wall time, a fraction.
     runqueue_wait_frac: float
-    #: ``runqueue_wait_frac`` above ``timing.contention_warn_frac``.
+    #: the hypervisor's share of the host's CPU time in the timed window (``/proc/stat`` steal), max over ranks.
+    steal_frac: float
+    #: ``runqueue_wait_frac`` or ``steal_frac`` above ``timing.contention_warn_frac``.
     contended: bool
     #: seconds: median, p10 and p90 over the timed steps of the slowest rank's step time.
     step_time_s_median: float
