@@ -161,3 +161,36 @@ def test_the_check_is_a_named_attributed_site(site, tmp_path, monkeypatch):
     with pytest.raises(HarnessFault) as e:
         jit_locks.before_build(2, tmp_path, 0)
     assert e.value.site == site
+
+
+def test_the_report_names_each_lock_a_point_found_and_what_was_done(tmp_path):
+    """The record's ``env["jit_locks"]`` reaches report.md's Environment section, outside text escaped."""
+    from sweeper.report import build_report
+    from sweeper.results.record import Record
+    from sweeper.results.sweepdir import SweepDir
+
+    sweep = SweepDir(tmp_path / "sw")
+    removed = {
+        "path": "/x/deepspeed_shm_comm/lock",
+        "action": "removed",
+        "verdict": "stale",
+        "age_s": 42.0,
+        "message": "removed the stale DeepSpeed JIT-build lock /x/deepspeed_shm_comm/lock (age 42 s): no holder",
+    }
+    for pid, env in (("aaaa00000001", {"host": "h", "jit_locks": [removed]}), ("aaaa00000002", {"host": "h"})):
+        sweep.write_record(
+            Record(
+                sweep_id="sw",
+                point_id=pid,
+                status="ok",
+                spec={"model": "tiny", "zero": 2, "seed": int(pid[-1])},
+                env=env,
+                metrics={"tokens_per_s_per_device": 1000.0, "peak_mem_bytes": 2**20, "step_time_s_median": 0.1},
+            )
+        )
+    text = build_report(sweep).read_text()
+    env = text.split("## Environment")[1]
+    assert "DeepSpeed JIT-build locks" in env
+    assert "point `aaaa00000001`: removed the stale DeepSpeed JIT-build lock /x/deepspeed_shm_comm/lock (age 42 s)" in env
+    assert "**jit_locks**" not in env  # not again as a raw value among the environment's bullets
+    assert "aaaa00000002`:" not in env

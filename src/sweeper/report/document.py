@@ -205,7 +205,25 @@ def _environment(records: Sequence[Record]) -> list[Block]:
         return [Para("No environment recorded.")]
     return [
         Para(f"From point {code(env_rec.point_id)}."),
-        Bullets([f"{strong(k)}: {escape(cli(v))}" for k, v in env_rec.env.items()]),
+        Bullets([f"{strong(k)}: {escape(cli(v))}" for k, v in env_rec.env.items() if k != "jit_locks"]),
+        *_jit_locks(records),  # per point, below
+    ]
+
+
+def _jit_locks(records: Sequence[Record]) -> list[Block]:
+    """What the points' ranks found of DeepSpeed's JIT-build locks before building (``env["jit_locks"]``,
+    :mod:`sweeper.job.jit_locks`): one bullet per lock and point, what was done and why; none when nothing was found."""
+    found = [
+        (r.point_id, f)
+        for r in records
+        for f in (r.env or {}).get("jit_locks") or []
+        if isinstance(f, dict) and f.get("message")
+    ]
+    if not found:
+        return []
+    return [
+        Para(f"{strong('DeepSpeed JIT-build locks')} found before a build (a build killed mid-way leaves one):"),
+        Bullets([f"point {code(pid)}: {escape(str(f['message']))}" for pid, f in found]),
     ]
 
 
