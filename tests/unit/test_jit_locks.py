@@ -191,6 +191,8 @@ def test_the_report_names_each_lock_a_point_found_and_what_was_done(tmp_path):
     text = build_report(sweep).read_text()
     env = text.split("## Environment")[1]
     assert "DeepSpeed JIT-build locks" in env
-    assert "point `aaaa00000001`: removed the stale DeepSpeed JIT-build lock /x/deepspeed_shm_comm/lock (age 42 s)" in env
+    assert (
+        "point `aaaa00000001`: removed the stale DeepSpeed JIT-build lock /x/deepspeed_shm_comm/lock (age 42 s)" in env
+    )
     assert "**jit_locks**" not in env  # not again as a raw value among the environment's bullets
     assert "aaaa00000002`:" not in env
