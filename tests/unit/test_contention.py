@@ -331,7 +331,7 @@ def test_a_verdict_that_involves_a_contended_point_is_not_certain():
     loud = [_contended("aaaa00000001", "none", True, 5000.0, 3 * GIB, 0.3, True), quiet[1]]
     (first, _) = answer(records_to_frame(loud), AXES, ("GiB", GIB))
     fastest = first.split("; least memory")[0]
-    assert fastest.endswith(", not certain: `fsdp=none gc=true` was measured under CPU contention")
+    assert fastest.endswith(" (not certain: `fsdp=none gc=true` was measured under CPU contention)")
     # a slower point that waited 50 %: had it not waited, 3000 / 0.5 = 6000 would beat 5000
     slow = [quiet[0], _contended("aaaa00000002", "full_shard", True, 3000.0, 2 * GIB, 0.5, True)]
     (first, _) = answer(records_to_frame(slow), AXES, ("GiB", GIB))
@@ -343,7 +343,7 @@ def test_a_verdict_that_involves_a_contended_point_is_not_certain():
     # the fastest that fits a capacity is a verdict too
     (first, _) = answer(records_to_frame(slow), AXES, ("GiB", GIB), [("small", 2.5)])
     assert "fastest that fits small (2.50 GiB): `fsdp=full_shard gc=true`" in first
-    assert first.endswith("not certain: `fsdp=full_shard gc=true` was measured under CPU contention.")
+    assert first.endswith("(not certain: `fsdp=full_shard gc=true` was measured under CPU contention).")
 
 
 def test_the_report_names_each_contended_point_in_md_and_html(tmp_path: Path):

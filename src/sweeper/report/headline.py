@@ -150,7 +150,7 @@ def _unsure(ok: pd.DataFrame, best: pd.Series, tied: Sequence[str], names: dict[
     if not pids:
         return ""
     verb = "was" if len(pids) == 1 else "were"
-    return f", not certain: {_some(pids, names)} {verb} measured under CPU contention"
+    return f" (not certain: {_some(pids, names)} {verb} measured under CPU contention)"
 
 
 def answer(
@@ -189,7 +189,14 @@ def answer(
         if tied:
             parts[0] += f", tied with {_some(tied, names)} ({_tie_basis(df, ties, fastest)})"
         if not bool(fastest["on_frontier"]):
-            parts[0] += ", but off the frontier: a tied point needs less memory"
+            mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
+            front = set(ok.loc[ok["on_frontier"].astype(bool), "_pid"])
+            pick = [t for t in tied if t in front and mems.get(t, float("inf")) < fastest["_mem"]]
+            parts[0] += (
+                f", but off the frontier: {names[pick[0]]} is as fast within the intervals with less memory"
+                if pick
+                else ", but off the frontier: a tied point needs less memory"
+            )
         parts[0] += _unsure(ok, fastest, tied, names)
         parts.append(f"least memory: {names[least['_pid']]} ({_numbers(least, unit)})")
         mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))

@@ -54,14 +54,15 @@ def planned_lines(sweep_dir: SweepDir | Path, mode: str, project: str = "sweeper
     wandb_dir = SweepDir.of(sweep_dir).wandb_dir
     if mode == "offline":
         return [
-            f"One W&B run per point is being written offline under {wandb_dir}/ as this report is made: the "
-            "terminal's W&B line says how many were written, and the next `python -m sweeper.report` counts them.",
+            f"One W&B run per point was being written offline under {wandb_dir}/ when this report was made (beside "
+            "it): the terminal's W&B line says how many were written, and `python -m sweeper.report` on this sweep "
+            "directory rewrites this section with the count.",
             f"Sync them once online: {sync_command(sweep_dir)}",
         ]
     if mode == "online":
         return [
-            f"One W&B run per point is being sent to the W&B project {project} (group = the sweep id) as this report "
-            f"is made (the terminal says how many were written); written offline under "
+            f"One W&B run per point was being sent to the W&B project {project} (group = the sweep id) when this "
+            f"report was made (the terminal says how many were written); written offline under "
             f"{wandb_dir}/ instead if the server cannot be reached (the terminal says so)."
         ]
     return []
