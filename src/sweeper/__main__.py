@@ -62,9 +62,12 @@ def main(cfg: DictConfig) -> str:
     spec = from_config(cfg)  # a single refused point was already stopped by ReportCallback.on_run_start
     info = sweep.info()
     index = hc.job.num if multirun else 0
+    # the jobs of a grid are its points; search=frontier launches a point twice when it promotes a screen, and skips
+    # others, so its job count is not known ahead: the jobs are numbered without a total (and no ETA)
+    total = info.get("n_points") if spec.search.name != "frontier" else None
     cluster = None
     try:
-        with announce(index, info.get("n_points"), overrides):
+        with announce(index, total, overrides):
             rerun = frozenset(cfg.launcher.rerun_statuses)
             cluster = plain_node(cfg.cluster)
             record = run_point(spec, overrides, sweep, rerun, cluster=cluster)
@@ -75,7 +78,7 @@ def main(cfg: DictConfig) -> str:
             incomplete.append(f"{' '.join(overrides) or '(defaults)'}: {record.reason}")
         else:
             record = internal_error(spec, overrides, sweep, e, cluster=cluster)
-    finished(index, info.get("n_points"), overrides, record)
+    finished(index, total, overrides, record)
     if not multirun:
         _single_status.append(record.status)
     return record.status

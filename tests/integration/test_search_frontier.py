@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,6 +63,9 @@ def test_a_killed_search_resumes_and_ends_with_a_final_full_window_record_for_ev
     kept = {pid: t for pid, t in before.items() if not read_record(sweep_dir / "points" / pid / "result.json").screen}
     run = run_sweeper([*ARGS, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
     assert run.proc.returncode == 0, run.output[-4000:]
+    # its jobs are numbered without the grid's size as a total: a promoted screen is a second job of one point
+    labels = re.findall(r"^\[(\d+)(?:/(\d+))?\] ", run.output, flags=re.M)
+    assert labels and all(total == "" for _, total in labels), labels
     sweep = SweepDir(sweep_dir)
     records = {r.point_id: r for r in sweep.records()}
     assert len(records) == 4 and {r.status for r in records.values()} <= {"ok", "skipped"}
