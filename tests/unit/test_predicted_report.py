@@ -252,3 +252,13 @@ def test_the_calibration_line_gives_the_efficiency_its_spread_and_peak_source_an
         == "plan.efficiency=0.0043 calibrated on 1 ok point; reuse: python -m sweeper.plan cluster=<name> model=tiny plan.efficiency=0.0043"
     )
     assert calibration_line(None, df) is None
+
+
+def test_predictions_made_before_any_calibration_say_so_and_a_calibrated_plan_does_not():
+    from sweeper.report.predicted import uncalibrated_efficiency
+
+    df = pd.DataFrame({"plan.efficiency": [0.4, 0.4], "plan.calibrate": [None, None]})
+    assert uncalibrated_efficiency(df) == 0.4
+    assert uncalibrated_efficiency(df.assign(**{"plan.calibrate": ["/sweeps/a", None]})) is None  # calibrated
+    assert uncalibrated_efficiency(df.assign(**{"plan.efficiency": [0.4, 0.2]})) is None  # a swept efficiency
+    assert uncalibrated_efficiency(pd.DataFrame({"model": ["tiny"]})) is None  # records older than the column

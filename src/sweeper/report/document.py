@@ -29,7 +29,7 @@ from sweeper.report.notes import (
     skipped_steps_notes,
     zero_loss_notes,
 )
-from sweeper.report.predicted import has_predictions, prediction_blocks
+from sweeper.report.predicted import has_predictions, prediction_blocks, uncalibrated_efficiency
 from sweeper.report.tables import (
     FRONTIER_DEFINITION,
     FRONTIER_MARK,
@@ -286,6 +286,15 @@ def _predicted(df: pd.DataFrame, records: Sequence[Record]) -> list[Block]:
         ),
         Bullets(bullets),
     ]
+    uncalibrated = uncalibrated_efficiency(df)
+    if calibration and uncalibrated is not None:
+        blocks.append(
+            Para(
+                f"The tokens/s predictions used {code(f'plan.efficiency={uncalibrated:g}')} with no "
+                f"{code('plan.calibrate')}: the model's guess before any measurement on this host, so a large "
+                "tokens/s error here is expected; the efficiency this sweep measured follows."
+            )
+        )
     if calibration:
         efficiency, command = calibration
         blocks.append(Para(f"Calibrated on this sweep: {code(efficiency)}. To reuse it:"))

@@ -91,6 +91,17 @@ def error_stats(df: pd.DataFrame) -> list[ErrorStat]:
     return out
 
 
+def uncalibrated_efficiency(df: pd.DataFrame) -> float | None:
+    """The one ``plan.efficiency`` every point was predicted with when none had ``plan.calibrate`` (the predictions
+    are then the uncalibrated guess); None otherwise (several values, a calibration, or no such column)."""
+    if "plan.efficiency" not in df.columns:
+        return None
+    if "plan.calibrate" in df.columns and df["plan.calibrate"].map(lambda v: not missing(v) and str(v) != "").any():
+        return None
+    values = pd.to_numeric(df["plan.efficiency"], errors="coerce").dropna().unique()
+    return float(values[0]) if len(values) == 1 else None
+
+
 def has_predictions(df: pd.DataFrame) -> bool:
     """Whether any row carries a predicted number (peak bytes or tokens/s)."""
     cols = [c for c in ("predicted_peak_bytes", "predicted_tokens_per_s_per_device") if c in df]
