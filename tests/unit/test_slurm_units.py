@@ -93,3 +93,13 @@ def test_a_cgroup_oom_kill_is_host_oom_not_a_crash(log, events, step):
     r = record_from_scheduler(entry, job, log, "sweep1", "p1")
     assert r.status == "host_oom" and r.failure["oom_kill_events"] == events
     assert f"step {step}" in r.reason and "raise cluster.mem" in r.reason and "4G requested" in r.reason
+
+
+def test_the_rendezvous_port_is_the_jobs_own_outside_the_ephemeral_range():
+    from sweeper.launchers.slurm.in_job import RENDEZVOUS_PORTS, rendezvous_port
+
+    ids = ["1234", "1234_0", "1234_1", "99_7", *(str(i) for i in range(500))]
+    ports = [rendezvous_port(i) for i in ids]
+    assert all(p in RENDEZVOUS_PORTS for p in ports) and RENDEZVOUS_PORTS.stop <= 32768  # Linux's ephemeral start
+    assert rendezvous_port("1234_1") == rendezvous_port("1234_1")  # every node of a job derives the same
+    assert len(set(ports)) > 0.95 * len(ports)  # array tasks of one array get different ports

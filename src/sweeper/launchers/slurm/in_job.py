@@ -2,7 +2,8 @@
 
 It is a small top-level callable taking plain data (docs/cases.md#p08: no loggers, trainers or locks are pickled;
 they are built inside the job). The torch.distributed rendezvous comes from the SLURM environment (master address =
-first node of the allocation, port derived from the job id; :class:`submitit.helpers.TorchDistributedEnvironment`), so
+first node of the allocation, port derived from the job id outside the ephemeral range: :func:`rendezvous_port`;
+:class:`submitit.helpers.TorchDistributedEnvironment`), so
 the same job runs on N nodes x G GPUs. Rank 0 merges the rank files into the point's record with
 :func:`sweeper.point.lifecycle.finish`, as the local driver does.
 
@@ -67,6 +68,8 @@ class SlurmPoint(submitit.helpers.Checkpointable):
                     "use a partition or QOS without preemption, or raise max_requeues",
                 )
             return "preempted"
+        # a port outside Linux's ephemeral range, from the job id (every node derives the same), unless the site set one
+        os.environ.setdefault("MASTER_PORT", str(rendezvous_port(submitit.JobEnvironment().job_id)))
         dist_env = submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         # the first node's address as SLURM knows it, not its name (which need not resolve to the right interface)
         os.environ["MASTER_ADDR"] = master_addr = rendezvous_address(dist_env.master_addr)
@@ -135,6 +138,23 @@ class SlurmPoint(submitit.helpers.Checkpointable):
         if prepared.sweep.final_status(prepared.point_id):
             return
         write(prepared.sweep, Record(**prepared.base(environment()), status=status, reason=reason, failure=failure))
+
+
+#: The ports :func:`rendezvous_port` draws from: above the well-known and most registered service ports, below
+#: Linux's default ephemeral range (``net.ipv4.ip_local_port_range`` = 32768-60999), where an outgoing connection of
+#: any process on the node (a gloo pair of another point, slurmd) may already hold the port.
+RENDEZVOUS_PORTS = range(20000, 32768)
+
+
+def rendezvous_port(job_id: str) -> int:
+    """The torch.distributed rendezvous port (``MASTER_PORT``) of SLURM job ``job_id`` (an array task's id
+    ``<array>_<task>`` included): a stable hash of the id into :data:`RENDEZVOUS_PORTS`, so every node of the job
+    computes the same port without talking to the others. submitit's own choice (``random.Random(job_id)`` in
+    20000-60000) falls in the ephemeral range two times in three: a point failed in CI with "The server socket
+    has failed to listen on any local network address. port: 50166"."""
+    import zlib
+
+    return RENDEZVOUS_PORTS.start + zlib.crc32(str(job_id).encode()) % len(RENDEZVOUS_PORTS)
 
 
 def rendezvous_address(node: str, timeout_s: float = 10.0) -> str:
