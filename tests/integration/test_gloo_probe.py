@@ -23,8 +23,9 @@ def test_the_probe_measures_two_real_gloo_ranks_caches_them_and_ignores_torchrun
     comm = host_comm(2, path=path, now=1000.0)
     assert comm is not None, json.loads(path.read_text())
     assert comm.latency_s >= 0 and comm.bandwidth_gb_s > 0 and comm.dtensor_step_s >= 0
-    # FSDP2's hooks cost more than plain modules beyond their collectives
-    assert comm.fsdp_unit_s > 0, comm
+    # FSDP2's per-unit cost: measured, never negative (its formula: tests/unit/test_time_calibration.py); on a
+    # loaded host the latency measured with it can explain the whole excess, so 0 is a measurement too
+    assert comm.fsdp_unit_s >= 0 and comm.fsdp_unit_s < 0.1, comm
     assert comm.source.startswith("measured: gloo all_reduce/all_gather after compute, 2 local ranks")
     entry = json.loads(path.read_text())[comm_key(2)]
     assert entry["measured_at"] == 1000.0

@@ -123,3 +123,17 @@ def test_a_failed_probe_is_not_retried_by_every_point_for_an_hour(tmp_path):
     path.write_text(json.dumps({f"{comm_key(2)}|failed": {"at": 5000.0, "error": "gloo probe failed: test"}}))
     assert host_comm(2, path=path, now=5000.0 + RETRY_AFTER_S - 1) is None  # returns at once, nothing measured
     assert json.loads(path.read_text())[f"{comm_key(2)}|failed"]["at"] == 5000.0
+
+
+def test_fsdp_units_cost_is_the_excess_over_plain_modules_less_their_modelled_collectives():
+    from sweeper.job.gloo_probe import fsdp_unit_cost
+
+    link = HostComm(0.001, 1.0, "test")  # 1 ms per ring step, 1 GB/s
+    unit_bytes = 4096 * 4.0
+    per_unit_comm = 2 * ring_time("all_gather", unit_bytes, 2, link) + ring_time("reduce_scatter", unit_bytes, 2, link)
+    # 8 units: 80 ms more than plain modules, of which the collectives explain 8 x per_unit_comm
+    got = fsdp_unit_cost(0.020, 0.100, 8, unit_bytes, 2, link)
+    assert got == pytest.approx((0.080 - 8 * per_unit_comm) / 8)
+    assert 0 < got < 0.010
+    # the collectives explain the whole excess (a loaded host's latency): no negative cost
+    assert fsdp_unit_cost(0.020, 0.021, 8, unit_bytes, 2, HostComm(0.01, 1.0, "slow")) == 0.0

@@ -197,6 +197,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def fsdp_unit_cost(plain_s: float, fsdp_s: float, units: int, unit_bytes: float, world: int, link: HostComm) -> float:
+    """FSDP2's host cost per unit and micro-batch (seconds) from one timed forward+backward of ``units``
+    ``fully_shard`` units (``fsdp_s``) and of the same plain modules (``plain_s``): the excess minus the units'
+    modelled collectives (per unit an all-gather in forward and again in backward, resharded, and a reduce-scatter of
+    ``unit_bytes``: :func:`sweeper.capacity.timing.ring_time` on ``link``), per unit; 0 when the collectives explain
+    the whole excess (a loaded host measures a higher latency, which can absorb it)."""
+    comm = units * (
+        2 * ring_time("all_gather", unit_bytes, world, link) + ring_time("reduce_scatter", unit_bytes, world, link)
+    )
+    return max(0.0, fsdp_s - plain_s - comm) / units
+
+
 def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 90.0) -> HostComm:
     """Measure gloo's all-reduce and all-gather cost between ``world`` fresh local processes (see the module doc).
 
@@ -241,11 +253,7 @@ def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 90.0) -> Hos
     dtensor = float(times["dtensor_step_s"][0][0])
     link = HostComm(lat, bw, "")
     plain, fsdp, units, unit_bytes = times["fsdp_units"][0]
-    # per unit: an all-gather in forward and again in backward (resharded), a reduce-scatter (timing.collectives)
-    comm = units * (
-        2 * ring_time("all_gather", unit_bytes, world, link) + ring_time("reduce_scatter", unit_bytes, world, link)
-    )
-    fsdp_unit = max(0.0, fsdp - plain - comm) / units
+    fsdp_unit = fsdp_unit_cost(plain, fsdp, int(units), unit_bytes, world, link)
     sizes = f"{SIZES[0] // 1024} KiB-{SIZES[-1] >> 20} MiB"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return HostComm(
