@@ -188,8 +188,8 @@ def answer(
         tied = _tied(ties, fastest)
         if tied:
             parts[0] += f", tied with {_some(tied, names)} ({_tie_basis(df, ties, fastest)})"
+        mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
         if not bool(fastest["on_frontier"]):
-            mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
             front = set(ok.loc[ok["on_frontier"].astype(bool), "_pid"])
             pick = [t for t in tied if t in front and mems.get(t, float("inf")) < fastest["_mem"]]
             parts[0] += (
@@ -199,7 +199,6 @@ def answer(
             )
         parts[0] += _unsure(ok, fastest, tied, names)
         parts.append(f"least memory: {names[least['_pid']]} ({_numbers(least, unit)})")
-        mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
         same = [t for t in _tied(ties, least) if mems.get(t) == least["_mem"]]
         if same:
             parts[-1] += f", tied with {_some(same, names)} (same memory, overlapping ranges)"
