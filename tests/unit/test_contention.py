@@ -410,3 +410,23 @@ def test_the_process_reads_its_own_threads():
         pytest.skip("needs Linux schedstat")
     reading = read_schedstat()
     assert threading.get_native_id() in reading and os.getpid() in reading
+
+
+def test_a_point_contended_by_steal_alone_is_named_with_its_steal_and_the_details_show_it_in_percent():
+    from sweeper.report.headline import lost_frac
+    from sweeper.report.notes import contention_notes
+    from sweeper.report.tables import results_details_table
+
+    stolen = dataclasses.replace(
+        ok_point("aaaa00000001", "none", True, 5000.0, GIB),
+        metrics={**ok_point("aaaa00000001", "none", True, 5000.0, GIB).metrics, "runqueue_wait_frac": 0.02,
+                 "steal_frac": 0.15, "contended": True},
+    )  # fmt: skip
+    quiet = _contended("aaaa00000002", "none", False, 4000.0, GIB, 0.01, False)
+    df = records_to_frame([stolen, quiet])
+    assert lost_frac(df).tolist()[0] == pytest.approx(0.15)  # the larger of the two shares
+    (note,) = contention_notes(df, ["fsdp", "gc"])
+    assert "waited 2 % of the timed window for a CPU and the hypervisor took 15 % of the host's CPU time" in note
+    details = results_details_table(df)
+    assert details["hypervisor steal (%)"].tolist()[0] == "15"
+    assert "hypervisor steal (%)" not in results_details_table(records_to_frame([quiet]))  # none: no column
