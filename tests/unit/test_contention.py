@@ -16,7 +16,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 import sweeper.job.timing as measure
-from sweeper.job.contention import parse_schedstat, parse_steal, read_schedstat, read_steal, schedstat_delta
+from sweeper.job.contention import parse_schedstat, read_schedstat, read_steal, schedstat_delta
 from sweeper.job.timing import StepTimer, Windows
 from sweeper.report import build_report
 from sweeper.report.headline import answer
@@ -252,24 +252,29 @@ def test_the_row_has_typed_documented_contention_columns_next_to_the_interval():
 
 # ---- hypervisor steal (/proc/stat): what a virtual machine loses that schedstat cannot see ----
 
-PROC_STAT = """cpu  281999 82 54530 393310 1789 0 692 1715 0 0
-cpu0 141000 41 27265 196655 894 0 346 900 0 0
-cpu1 140999 41 27265 196655 895 0 346 815 0 0
-intr 1 2 3
-"""
 
+def test_read_steal_is_psutils_host_steal_in_seconds_and_the_cpu_count():
+    import psutil
 
-def test_parse_steal_reads_the_cpu_lines_eighth_value_in_ticks_and_counts_the_cpus():
-    assert parse_steal(PROC_STAT, 100.0) == (pytest.approx(17.15), 2)
-    assert parse_steal("cpu  1 2 3 4 5 6 7\ncpu0 1 2 3 4 5 6 7 8\n", 100.0) is None  # a kernel before steal
-    assert parse_steal("cpu  1 2 3 4 5 6 7 8\n", 100.0) is None  # no per-CPU line
-    assert parse_steal("", 100.0) is None
-
-
-def test_the_host_steal_is_read_on_linux():
     got = read_steal()
-    assert got is not None and got[0] >= 0 and got[1] >= 1  # this machine's /proc/stat (the CI runs on Linux)
-    assert read_steal("/nonexistent/stat") is None
+    assert got is not None and got[1] == psutil.cpu_count() >= 1  # this machine (the CI runs on Linux)
+    assert got[0] == pytest.approx(psutil.cpu_times().steal, abs=1.0)  # seconds, summed over CPUs, since boot
+
+
+def test_read_steal_is_none_where_psutil_reports_no_steal(monkeypatch):
+    import collections
+
+    import psutil
+
+    no_steal = collections.namedtuple("scputimes", "user system idle")(1.0, 2.0, 3.0)  # psutil off Linux
+    monkeypatch.setattr(psutil, "cpu_times", lambda: no_steal)
+    assert read_steal() is None
+
+    def unreadable():
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(psutil, "cpu_times", unreadable)
+    assert read_steal() is None
 
 
 def test_the_timer_keeps_the_steal_of_the_timed_window(monkeypatch):

@@ -58,38 +58,19 @@ def read_schedstat(task_dir: str = TASK_DIR) -> dict[int, tuple[int, int]] | Non
     return out
 
 
-#: The kernel's CPU time accounting, host-wide (``proc(5)``, ``/proc/stat``): its ``cpu`` line's 8th value is steal.
-PROC_STAT = "/proc/stat"
+def read_steal() -> tuple[float, int] | None:
+    """(stolen CPU seconds summed over every CPU since boot, number of CPUs) now, through psutil
+    (``psutil.cpu_times().steal``: the ``steal`` value of ``/proc/stat``'s ``cpu`` line, ``proc(5)``; Linux only).
+    Steal is the time a virtual CPU was ready but the hypervisor ran something else: neither schedstat's on-CPU
+    time nor its run-queue wait contains it. None where psutil reports no steal (not Linux) or cannot read it."""
+    import psutil
 
-
-def parse_steal(text: str, ticks_per_s: float) -> tuple[float, int] | None:
-    """(stolen CPU seconds summed over every CPU since boot, number of CPUs) from the text of ``/proc/stat``
-    (``proc(5)``: the ``cpu`` line's values are user, nice, system, idle, iowait, irq, softirq, **steal** ... in
-    ``USER_HZ`` ticks, ``ticks_per_s`` = ``os.sysconf("SC_CLK_TCK")``; one ``cpuN`` line per CPU). Steal is the time
-    a virtual CPU was ready but the hypervisor ran something else: neither schedstat's on-CPU time nor its run-queue
-    wait contains it. None when the text has no ``cpu`` line with a steal value or no ``cpuN`` line."""
-    total = None
-    cpus = 0
-    for line in text.splitlines():
-        name, _, rest = line.partition(" ")
-        if name == "cpu":
-            values = rest.split()
-            if len(values) < 8 or not values[7].isdigit():
-                return None
-            total = int(values[7]) / ticks_per_s
-        elif name.startswith("cpu") and name[3:].isdigit():
-            cpus += 1
-    return (total, cpus) if total is not None and cpus else None
-
-
-def read_steal(path: str = PROC_STAT) -> tuple[float, int] | None:
-    """:func:`parse_steal` of ``/proc/stat`` now; None when it cannot be read (not Linux) or does not parse."""
     try:
-        with open(path, encoding="ascii") as f:
-            text = f.read()
-        return parse_steal(text, float(os.sysconf("SC_CLK_TCK")))
-    except (OSError, ValueError):
+        steal = getattr(psutil.cpu_times(), "steal", None)
+        cpus = psutil.cpu_count()
+    except (OSError, RuntimeError):
         return None
+    return (float(steal), int(cpus)) if steal is not None and cpus else None
 
 
 def schedstat_delta(start: dict[int, tuple[int, int]], end: dict[int, tuple[int, int]]) -> tuple[float, float]:
