@@ -5,7 +5,8 @@ Needs the development cluster (``eval "$(bash slurm/dev-cluster.sh start | tail 
 1. **submission**: ``python -m sweeper -m seed=range(0,N) launcher=slurm cluster=dev launcher.wait=false``, the
    real path (Hydra composes N points, each validated, its spec written, the payload pickle-checked, then one
    ``sbatch --array``): wall clock of the whole command (``time.perf_counter`` around it), and the ``sbatch``
-   call alone as sweeper prints it. The array is cancelled right after (its points would train for minutes).
+   call alone as sweeper prints it. The array is submitted held (``+cluster.sbatch_extra.hold=true``: no task
+   competes with the command for the node's 2 cores) and cancelled right after.
 2. **time to all results** for N trivial points: the same submitit executor settings as ``launcher=slurm``
    (one array, one task per point) running a function that only writes an ``ok`` record, then sweeper's
    collection loop (:func:`sweeper.launchers.slurm.accounting.reconcile`, one ``sacct`` call per pass, 1 s
@@ -60,6 +61,8 @@ def bench_submission(n: int, workdir: Path, wandb: str | None = None) -> tuple[f
             "launcher=slurm",
             "cluster=dev",
             "launcher.wait=false",
+            # held (sbatch --hold): no task starts on the 2-core node while the command still writes its report
+            "+cluster.sbatch_extra.hold=true",
             *([f"wandb={wandb}"] if wandb else []),
         ],
         cwd=workdir,

@@ -114,10 +114,28 @@ def _tolerate_hydra_config_copies() -> None:
     hydra_utils._save_config = tolerant_save
 
 
+#: Hydra's flags that print something and run no point (``python -m sweeper --help``): no pre-flight worker then.
+_NO_RUN_FLAGS = frozenset(
+    {"-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion"}
+)
+
+
+def _runs_points(argv: list[str]) -> bool:
+    """Whether this command line runs or submits points (not one of :data:`_NO_RUN_FLAGS`, in either spelling
+    Hydra's argparse takes: ``--cfg job`` or ``--cfg=job``)."""
+    return not any(arg.split("=", 1)[0] in _NO_RUN_FLAGS for arg in argv)
+
+
 def cli() -> None:
     """Entry point of ``python -m sweeper`` and the ``sweeper`` script: runs :func:`main`, then exits with the
     status described in the module doc (3 and one line per cause on stderr when the sweep is incomplete)."""
     redact_command_line()  # before Hydra sees argv: a secret is a reference from here on (sweeper.redact)
+    if _runs_points(sys.argv[1:]):
+        from sweeper.point import preflight
+
+        # the pre-flight's worker imports torch and transformers (~3 s) while Hydra starts and composes the grid:
+        # every point waits for its answer before it runs or is submitted (a 1,000-point submission's floor)
+        preflight.warm_up()
     _tolerate_hydra_config_copies()
     main()
     code = 0

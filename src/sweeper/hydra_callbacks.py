@@ -143,7 +143,8 @@ def _report(sweep_dir: Path) -> None:
     filesystem refuses (a full disk) is one line on stderr naming the folder, added to :data:`incomplete`; no
     ``Report:`` line then."""
     from sweeper.report import build_report
-    from sweeper.report.predicted import terminal_lines
+    from sweeper.report.build import collect
+    from sweeper.report.predicted import summary_lines
     from sweeper.tracking import RunsWriter, sweep_settings
 
     sweep = SweepDir(sweep_dir)
@@ -152,8 +153,9 @@ def _report(sweep_dir: Path) -> None:
         writer = RunsWriter.start(sweep, sweep_settings(sweep))
     except Exception as e:  # noqa: BLE001 - W&B never fails a sweep
         tracking = [f"W&B: not written: {type(e).__name__}: {e}"]
+    collected = collect(sweep)  # read once: the report and the summary lines show the same records
     try:
-        path: Path | None = build_report(sweep, wandb_mode=writer.mode if writer else None)
+        path: Path | None = build_report(sweep, wandb_mode=writer.mode if writer else None, collected=collected)
     except OSError as e:  # a full disk: one line naming the folder, no traceback; the exit status says incomplete
         path = None
         why = (
@@ -163,7 +165,7 @@ def _report(sweep_dir: Path) -> None:
         incomplete.append(why)
         print(f"sweeper: {why}", file=sys.stderr, flush=True)
     try:
-        lines = terminal_lines(sweep)
+        lines = summary_lines(collected.df, collected.records)
     except Exception as e:  # noqa: BLE001 - the summary is extra; the report's path must be printed
         lines = [f"(no prediction summary: {type(e).__name__}: {e})"]
     if writer is not None:

@@ -84,15 +84,18 @@ def test_fp16_on_cpu_is_unsupported_not_silently_fp32(sweeper_cli):
 
 def test_two_sweeps_started_in_the_same_second_get_their_own_directories(tmp_path):
     """Case P09: the sweep directory carries a random id besides the time."""
+    import os
     import subprocess
     import sys
 
+    env = {k: v for k, v in os.environ.items() if k != "SWEEPER_SWEEP_ID"}  # each command draws its own id
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "sweeper", "-m", "fsdp=full_shard", "zero=1"],
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             text=True,
+            env=env,
         )
         for _ in range(2)
     ]

@@ -36,7 +36,9 @@ def test_a_plan_calibrated_on_a_measured_sweep_uses_its_groups_peaks_and_host_li
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = pd.read_csv(out / "plan.csv")
     row = df.iloc[0]
-    assert "calibrated on 2 ddp gc=false fp32 point(s)" in row["predicted_efficiency_source"]
+    assert (
+        "calibrated on 2 fsdp=none zero=0 gc=false precision=fp32 (DDP) point(s)" in row["predicted_efficiency_source"]
+    )
     assert row["predicted_tokens_per_s_per_device"] > 0  # a CPU plan: the peak comes from the calibrating sweep
     measured = {r.spec["per_device_batch_size"]: r.metrics["tokens_per_s_per_device"] for r in records}
     # the group's fit (overhead + rate) goes through both of its points: the batch-4 plan gives what batch 4 measured
@@ -49,9 +51,9 @@ def test_a_plan_calibrated_on_a_measured_sweep_uses_its_groups_peaks_and_host_li
     assert proc.returncode == 0, proc.stderr[-3000:]
     g = pd.read_csv(gpu / "plan.csv")
     fsdp = g[(g["fsdp"] == "full_shard") & (g["gc"] == False)].iloc[0]  # noqa: E712 - a pandas column
-    assert "borrowed (no fsdp gc=false bf16 point)" in fsdp["predicted_efficiency_source"] or (
-        "overall median" in fsdp["predicted_efficiency_source"]
-    )
+    assert "borrowed (no fsdp=<strategy> zero=0 gc=false precision=bf16 (FSDP) point)" in fsdp[
+        "predicted_efficiency_source"
+    ] or ("overall median" in fsdp["predicted_efficiency_source"])
 
 
 def test_plan_calibrate_on_a_path_that_is_no_sweep_exits_2_before_writing(tmp_path):

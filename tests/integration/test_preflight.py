@@ -5,6 +5,7 @@ meta-device model and callbacks; the CLI tests run the real ``python -m sweeper`
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,28 @@ def test_reset_stops_the_worker_and_the_next_question_starts_a_fresh_one():
     assert old.poll() is not None and preflight._worker is None  # stopped, not left behind
     again = preflight.refusal(spec(seed=-1), CPU)
     assert again is not None and str(again) == str(first) and preflight._worker.proc is not old
+
+
+def test_spec_files_written_while_the_worker_answers_are_removed_for_a_refused_point_and_an_earlier_one_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from sweeper.point.lifecycle import Prepared, begin_many, identity_of
+    from sweeper.results.opening import open_sweep
+    from sweeper.results.sweepdir import SPEC_FILE, SweepDir
+
+    monkeypatch.setenv("SWEEPER_SWEEP_ID", "pf0001")  # open_sweep sets it for this process's children otherwise
+    open_sweep(tmp_path, "multirun", 3, [])
+    sweep = SweepDir(tmp_path)
+    preflight.reset()  # a fresh worker: the spec files are written while it still imports the libraries
+    ok, refused, earlier = spec(seed=1), spec(seed=-1), spec(seed=2**33)
+    old = sweep.point(identity_of(earlier)) / SPEC_FILE
+    old.parent.mkdir(parents=True)
+    old.write_text('{"from": "an earlier attempt"}')
+    out = begin_many([(s, [f"seed={s.seed}"], CPU) for s in (ok, refused, earlier)], sweep)
+    assert isinstance(out[0], Prepared) and (out[0].pdir / SPEC_FILE).exists()
+    assert json.loads((out[0].pdir / SPEC_FILE).read_text()) == ok.to_dict()
+    for record, s in zip(out[1:], (refused, earlier), strict=True):
+        assert (record.status, record.failure["keys"]) == ("invalid", ["seed"]), record
+        assert sweep.read_record(identity_of(s)).status == "invalid"
+    assert not (sweep.point(identity_of(refused)) / SPEC_FILE).exists()  # written ahead, removed again
+    assert old.read_text() == '{"from": "an earlier attempt"}'  # not overwritten, not removed

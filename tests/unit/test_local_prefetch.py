@@ -1,5 +1,6 @@
-"""The local launcher imports the report's libraries while torchrun shuts down (sweeper.launchers.torchrun): once
-per process, in a daemon thread, only libraries; checked in a fresh interpreter, with real rank files in a folder."""
+"""The driver imports the report's libraries while it waits (sweeper.launchers.prefetch: torchrun shutting down, the
+pre-flight's answer to a SLURM submission): once per process, in a daemon thread, only libraries; checked in a fresh
+interpreter, with real rank files in a folder."""
 
 from __future__ import annotations
 
@@ -7,30 +8,31 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweeper.launchers.torchrun import PREFETCH_MODULES, _rank_files_written
+from sweeper.launchers.prefetch import REPORT_MODULES
+from sweeper.launchers.torchrun import _rank_files_written
 
 CHECK = """
 import sys, threading
-from sweeper.launchers import torchrun as local
+from sweeper.launchers import prefetch as local
 assert "pandas" not in sys.modules, "imported before the prefetch"
 local.prefetch_imports()
 local.prefetch_imports()  # once per process
 threads = [t for t in threading.enumerate() if t.name == "prefetch-imports"]
 assert len(threads) == 1, threads
 threads[0].join(60)
-print(sorted(m for m in local.PREFETCH_MODULES if m in sys.modules))
+print(sorted(m for m in local.REPORT_MODULES if m in sys.modules))
 """
 
 
 def test_prefetch_imports_the_report_libraries_once_in_a_background_thread():
     out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(sorted(PREFETCH_MODULES))
+    assert out.stdout.strip() == str(sorted(REPORT_MODULES))
 
 
 def test_only_libraries_are_prefetched():
     # a sweeper module imported by two threads at once can deadlock with the main thread's imports
-    assert not any(m.split(".")[0] == "sweeper" for m in PREFETCH_MODULES)
+    assert not any(m.split(".")[0] == "sweeper" for m in REPORT_MODULES)
 
 
 def test_the_ranks_are_done_when_every_rank_file_is_there(tmp_path: Path):

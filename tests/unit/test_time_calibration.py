@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sweeper.capacity.arch import Arch
-from sweeper.capacity.calibrate import fit_calibration, group_key
+from sweeper.capacity.calibrate import fit_calibration, group_key, group_label
 from sweeper.capacity.hostcomm import MAX_AGE_S, HostComm, cached_comm, comm_key, fit_ring, ring_time
 from sweeper.capacity.predict import predict
 from sweeper.capacity.states import layout
@@ -97,7 +97,8 @@ def test_calibration_separates_the_per_step_overhead_from_the_rate_and_fsdp_borr
     fsdp = make_spec(per_device_batch_size=4, ranks_per_node=2, fsdp="full_shard")
     eff, over, source = cal.lookup(fsdp, "cpu")
     assert (eff, over) == (grp.efficiency, grp.overhead_s)
-    assert "borrowed (no fsdp gc=false fp32 point)" in source and "2 ddp gc=false fp32 point(s)" in source
+    assert "borrowed (no fsdp=<strategy> zero=0 gc=false precision=fp32 (FSDP) point)" in source
+    assert "2 fsdp=none zero=0 gc=false precision=fp32 (DDP) point(s)" in source
     assert cal.lookup(fsdp, "cuda")[1] == 0.0  # a CPU host's overhead is not a GPU's
     bf16 = make_spec(per_device_batch_size=4, ranks_per_node=2, precision="bf16")
     assert "overall median" in cal.lookup(bf16, "cpu")[2]  # no bf16 group at all
@@ -137,3 +138,10 @@ def test_fsdp_units_cost_is_the_excess_over_plain_modules_less_their_modelled_co
     assert 0 < got < 0.010
     # the collectives explain the whole excess (a loaded host's latency): no negative cost
     assert fsdp_unit_cost(0.020, 0.021, 8, unit_bytes, 2, HostComm(0.01, 1.0, "slow")) == 0.0
+
+
+def test_a_group_is_named_in_the_grids_own_keys():
+    assert group_label(group_key("ddp", True, "bf16")) == "fsdp=none zero=0 gc=true precision=bf16 (DDP)"
+    assert group_label(group_key("fsdp", False, "fp32")) == "fsdp=<strategy> zero=0 gc=false precision=fp32 (FSDP)"
+    assert group_label(group_key("zero", False, "fp16")) == "zero=1|2|3 gc=false precision=fp16 (DeepSpeed ZeRO)"
+    assert group_label("something else") == "something else"

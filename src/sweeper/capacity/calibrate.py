@@ -45,8 +45,28 @@ def family(spec: PointSpec) -> str:
 
 
 def group_key(fam: str, gc: bool, precision: str) -> str:
-    """``"<family> gc=<true|false> <precision>"``: a calibration group's name."""
+    """``"<family> gc=<true|false> <precision>"``: a calibration group's name (the key of
+    :attr:`Calibration.groups`; :func:`group_label` says it in the grid's words)."""
     return f"{fam} gc={str(bool(gc)).lower()} {precision}"
+
+
+#: Each family in the config keys a grid is swept over (``fsdp=none zero=0`` is what runs DDP), and its name.
+FAMILY_WORDS = {
+    "ddp": ("fsdp=none zero=0", "DDP"),
+    "fsdp": ("fsdp=<strategy> zero=0", "FSDP"),
+    "zero": ("zero=1|2|3", "DeepSpeed ZeRO"),
+}
+
+
+def group_label(key: str) -> str:
+    """A :func:`group_key` in the grid's own words, for people: ``"ddp gc=false fp32"`` ->
+    ``"fsdp=none zero=0 gc=false precision=fp32 (DDP)"``; a key of another shape is returned as it is."""
+    fam, _, rest = key.partition(" ")
+    gc, _, precision = rest.partition(" ")
+    if fam not in FAMILY_WORDS or not gc.startswith("gc=") or not precision:
+        return key
+    words, name = FAMILY_WORDS[fam]
+    return f"{words} {gc} precision={precision} ({name})"
 
 
 @dataclass(frozen=True)
@@ -103,8 +123,8 @@ class Calibration:
             if grp is None:
                 continue
             overhead = grp.overhead_s if device_type == self.device_type else 0.0
-            how = "calibrated" if i == 0 else f"calibrated, borrowed (no {group_key(fam, gc, prec)} point)"
-            src = f"{how} on {grp.n} {group_key(f, g, p)} point(s){where}, {grp.fitted}"
+            how = "calibrated" if i == 0 else f"calibrated, borrowed (no {group_label(group_key(fam, gc, prec))} point)"
+            src = f"{how} on {grp.n} {group_label(group_key(f, g, p))} point(s){where}, {grp.fitted}"
             return grp.efficiency, overhead, src
         return self.efficiency, 0.0, f"calibrated: the overall median of {self.n} point(s){where} (no {prec} group)"
 

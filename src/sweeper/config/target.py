@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sweeper.config.frozen import Memoised, plain_copy
 from sweeper.config.sections import ClusterConfig, from_mapping
 
 
 @dataclass(frozen=True)
-class Target:
+class Target(Memoised):
     """Where a point would run, as far as the gate needs to know.
 
     Attributes:
@@ -39,5 +40,6 @@ class Target:
         object.__setattr__(self, "cluster", from_mapping(ClusterConfig, self.cluster))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (pickles for SLURM, JSON): the inverse of ``Target(**data)``."""
-        return {**asdict(self), "versions": dict(self.versions)}
+        """Plain data (pickles for SLURM, JSON): the inverse of ``Target(**data)``; a fresh copy of what is built once
+        (:class:`~sweeper.config.frozen.Memoised`)."""
+        return plain_copy(self.memoised("plain", lambda: {**asdict(self), "versions": dict(self.versions)}))

@@ -101,6 +101,24 @@ def _examine(spec: Any, device: str) -> dict[str, Any]:
     return {"refusal": None, "notes": notes, "restating": same}
 
 
+#: What every point's checks import, loaded before the first request is read: the driver starts the worker early
+#: (:func:`sweeper.point.preflight.warm_up`, at ``python -m sweeper``'s start) so that these ~3 s of imports pass while
+#: Hydra composes the grid. ``trainer_setup`` brings torch and transformers' Trainer (and with it the modules that
+#: ``TrainingArguments.__post_init__`` would import); DeepSpeed is left for the ZeRO points that need it.
+PRELOAD = ("sweeper.job.trainer_setup", "torch.utils.data")
+
+
+def preload() -> None:
+    """Import :data:`PRELOAD`; a module that fails is left for the check that needs it to report."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the point's own check imports it again and says what failed
+            return
+
+
 def main() -> None:
     """Serve requests on stdin until it closes (see the module doc); library output goes to stderr."""
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -108,6 +126,7 @@ def main() -> None:
     sys.stdout = sys.stderr
     from sweeper.redact import reveal  # noqa: F401 - secrets stay references: the libraries never need their values
 
+    preload()
     for line in sys.stdin:
         if not line.strip():
             continue

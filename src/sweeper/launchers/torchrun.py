@@ -10,12 +10,10 @@ outgrows its host-memory limit is stopped before it can take the machine with it
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from sweeper.launchers.host_memory import (
     host_oom_outcome,
     resolve_limit,
 )
+from sweeper.launchers.prefetch import prefetch_imports
 from sweeper.point.lifecycle import Prepared, finish
 from sweeper.results.rankfile import RankFile, read_rank_files
 from sweeper.results.record import Record
@@ -254,37 +253,11 @@ def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: P
 
 #: Seconds between two looks for the ranks' result files while a point runs (a directory listing).
 PREFETCH_POLL_S = 0.1
-#: Third-party modules the driver needs once a point's ranks are done (the record's table and the report), imported
-#: in a background thread while torchrun shuts down (:func:`prefetch_imports`). Only libraries: a sweeper module could
-#: be in the middle of being imported by the main thread, and two threads importing each other's modules deadlock.
-PREFETCH_MODULES = ("pandas", "pyarrow", "pyarrow.parquet")
-_prefetched = False
 
 
 def _rank_files_written(pdir: Path, world_size: int) -> bool:
     """Every rank of the point has written its rank file (they write it last, then exit)."""
     return sum(1 for _ in pdir.glob("rank*.json")) >= world_size
-
-
-def prefetch_imports() -> None:
-    """Import :data:`PREFETCH_MODULES` in a daemon thread, once per process, as soon as a point's ranks have
-    written their results: torchrun then takes about half a second to shut down on one core, while the report's
-    libraries take about as long to import (``benchmarks/harness_overhead.py``: pandas and pyarrow, 0.5 s of a
-    lone point's wall time). Nothing is measured at that moment, so the import competes with no timed step. A
-    module that fails to import is left for the main thread to fail on, with its own error."""
-    global _prefetched
-    if _prefetched:
-        return
-    _prefetched = True
-
-    def run() -> None:
-        for name in PREFETCH_MODULES:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - the main thread imports it again and reports its own error
-                return
-
-    threading.Thread(target=run, name="prefetch-imports", daemon=True).start()
 
 
 def _kill_leftovers(proc: subprocess.Popen) -> None:

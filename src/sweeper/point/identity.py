@@ -111,5 +111,8 @@ def canonical_json(spec: PointSpec, restating: frozenset[str] = frozenset()) -> 
 def point_id(spec: PointSpec, restating: frozenset[str] = frozenset()) -> str:
     """12 hex digits of SHA-256 over :func:`canonical_json`: equal identities share an id, any change of what
     runs gives a new one. ``restating``: the pre-flight's entries without effect (:func:`normalised`); the driver
-    passes :func:`sweeper.point.preflight.restating` (:func:`sweeper.point.lifecycle.identity_of`)."""
-    return hashlib.sha256(canonical_json(spec, restating).encode()).hexdigest()[:12]
+    passes :func:`sweeper.point.preflight.restating` (:func:`sweeper.point.lifecycle.identity_of`). Computed once
+    per spec and ``restating`` (:meth:`~sweeper.config.spec.PointSpec.memoised`)."""
+    return spec.memoised(
+        ("point_id", restating), lambda: hashlib.sha256(canonical_json(spec, restating).encode()).hexdigest()[:12]
+    )

@@ -27,16 +27,16 @@ from sweeper.config.spec import PointSpec, replay_command
 from sweeper.config.target import Target
 from sweeper.envinfo import environment, library_versions
 from sweeper.point import preflight
+from sweeper.point.folders import ready_folders, unwrite_spec, write_new_specs
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.hardware import local_device_type
 from sweeper.point.identity import point_id
 from sweeper.point.prediction import predicted_for
 from sweeper.results import jitlocks
-from sweeper.results.atomic import write_error_text, write_json_atomic_many
-from sweeper.results.jitlocks import FINDINGS_FILE
+from sweeper.results.atomic import write_error_text
 from sweeper.results.rankfile import RankFile, read_rank_steps
 from sweeper.results.record import Record, RecordNotWritten
-from sweeper.results.sweepdir import SPEC_FILE, SweepDir
+from sweeper.results.sweepdir import SweepDir
 
 
 def target_for(spec: PointSpec, launcher: str, cluster: ClusterConfig | Mapping[str, Any] | None = None) -> Target:
@@ -187,8 +187,9 @@ def begin_many(
 ) -> list[Prepared | Record]:
     """:func:`begin` for each ``(spec, overrides, target)`` of a batch (a SLURM submission), in order, with the same
     steps and outcome per point; the points that pass the gate meet the pre-flight together (one message to its
-    worker, :func:`sweeper.point.preflight.refusals`) and their ``spec.json`` files are written concurrently (one
-    journal commit for many fsyncs, :func:`sweeper.results.atomic.write_json_atomic_many`).
+    worker, :func:`sweeper.point.preflight.refusals_later`), and meanwhile their ``spec.json`` files are written
+    concurrently (one journal commit for many fsyncs, :func:`sweeper.results.atomic.write_json_atomic_many`); a
+    point the pre-flight then refuses has its new ``spec.json`` removed before its refusal record is written.
 
     Raises:
         OSError: a ``spec.json`` the filesystem refused (the first in point order), as :func:`begin` does.
@@ -207,22 +208,26 @@ def begin_many(
             except InvalidPoint as e:
                 found = _refuse(sweep, spec, overrides, target, e)
         out.append(found)
-    answers = preflight.refusals([(points[i][0], points[i][2]) for i in gated])
+    # the pre-flight's worker answers on a thread (it may still be importing the libraries) while the new points'
+    # spec.json files are written (folders.write_new_specs); a refused point's is removed again
+    answering = preflight.refusals_later([(points[i][0], points[i][2]) for i in gated])
+    candidates = [
+        Prepared(sweep, identity_of(points[i][0]), list(points[i][1]), points[i][0], points[i][2]) for i in gated
+    ]
+    written, refused_write = write_new_specs([(p.pdir, p.spec.to_dict()) for p in candidates])
     ready: list[Prepared] = []
-    for i, refused in zip(gated, answers, strict=True):
+    for i, prepared, refused in zip(gated, candidates, answering.result(), strict=True):
         spec, overrides, target = points[i]
         if refused is not None:
+            if prepared.pdir in written:
+                unwrite_spec(prepared.pdir)
             out[i] = _refuse(sweep, spec, overrides, target, refused)
         else:
-            prepared = Prepared(sweep, identity_of(spec), list(overrides), spec, target)
             out[i] = prepared
             ready.append(prepared)
-    for p in ready:
-        p.pdir.mkdir(parents=True, exist_ok=True)
-        olds = ("rank*.json", "rank*.step", ".*.tmp", FINDINGS_FILE.format(rank="*"))
-        for stale in [f for pattern in olds for f in p.pdir.glob(pattern)]:
-            stale.unlink(missing_ok=True)  # left by an interrupted attempt (a killed driver or rank, a full disk)
-    write_json_atomic_many([(p.pdir / SPEC_FILE, p.spec.to_dict()) for p in ready])
+    ready_folders([(p.pdir, p.spec.to_dict()) for p in ready], written)
+    if refused_write is not None:  # raised once the refusals are recorded
+        raise refused_write
     return [o for o in out if o is not None]
 
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import IO, Any
 
 from sweeper.config.spec import PointSpec
@@ -132,7 +133,7 @@ def refusals(points: Sequence[tuple[PointSpec, Target]]) -> list[InvalidPoint | 
     """:func:`refusal` for each ``(spec, target)``, in order, the points not answered yet asked in one message per
     :data:`BATCH` distinct points (not one round trip each: a 1,000-point grid waited ~10 s on them). The worker
     checks every point's ``seed`` and the rest once per distinct point without its seed."""
-    keys = [json.dumps([spec.to_dict(), target.device_type], sort_keys=True, default=str) for spec, target in points]
+    keys = [f"{target.device_type} {spec.to_json()}" for spec, target in points]
     todo = {k: (spec, target) for k, (spec, target) in zip(keys, points, strict=True) if k not in _answers}
     if todo:
         warm_up()
@@ -152,6 +153,20 @@ def refusals(points: Sequence[tuple[PointSpec, Target]]) -> list[InvalidPoint | 
     return [_invalid(_answers[k]) if k in _answers else None for k in keys]
 
 
+def refusals_later(points: Sequence[tuple[PointSpec, Target]]) -> Future[list[InvalidPoint | None]]:
+    """:func:`refusals` of ``points``, asked on a thread: the caller goes on (writing files, say) while the worker
+    answers, and takes the answers with ``.result()`` (a pre-flight that cannot run answers None for each point, as
+    :func:`refusals` does; ``.result()`` raises only what :func:`refusals` would). Until then the caller asks the
+    pre-flight nothing else (the worker takes one message at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweeper-preflight")
+    try:
+        return pool.submit(refusals, list(points))
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with its one task
+
+
 def _invalid(answer: dict[str, Any]) -> InvalidPoint | None:
     found = answer.get("refusal")
     if not found:
@@ -161,7 +176,7 @@ def _invalid(answer: dict[str, Any]) -> InvalidPoint | None:
 
 
 def _spec_key(spec: PointSpec) -> str:
-    return json.dumps(spec.to_dict(), sort_keys=True, default=str)
+    return spec.to_json()
 
 
 def _model_base(model: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,30 @@ from sweeper.results.row import frame_to_arrow, records_to_frame
 from sweeper.results.sweepdir import SweepDir
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
+
+    from sweeper.results.record import Record
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A sweep's records, read once, and their results frame (:func:`collect`): the report and the terminal summary
+    (:func:`sweeper.report.predicted.summary_lines`) of the same moment share them."""
+
+    records: list[Record]
+    df: pd.DataFrame
+
+
+def collect(sweep_dir: SweepDir | Path) -> Collected:
+    """The records on disk (:func:`~sweeper.results.collect.collect_records`: a point folder without
+    ``result.json`` is ``pending``) and their frame (:func:`~sweeper.results.row.records_to_frame`).
+
+    Raises:
+        ValueError: a ``result.json`` is not a valid record (the message names the file).
+    """
+    records = collect_records(SweepDir.of(sweep_dir))
+    return Collected(records, records_to_frame(records))
 
 
 def build_report(
@@ -29,6 +53,7 @@ def build_report(
     *,
     max_rows: int | None = 200,
     wandb_mode: str | None = None,
+    collected: Collected | None = None,
 ) -> Path:
     """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` (its interactive plot from
     :data:`~sweeper.report.document.PLOT_MIN_POINTS` points on) and, with at least
@@ -50,6 +75,8 @@ def build_report(
         wandb_mode: the mode the sweep's W&B runs are being written in while the report is built (``off``,
             ``offline``, ``online``: :class:`sweeper.tracking.RunsWriter`), for the report's W&B section; None:
             the section describes the last write.
+        collected: the sweep's records as :func:`collect` just read them (the caller shows them elsewhere too);
+            None: read here.
 
     Returns:
         The path of ``report.md``.
@@ -58,10 +85,16 @@ def build_report(
         ValueError: a ``result.json`` is not a valid record (the message names the file).
     """
     sweep = SweepDir.of(sweep_dir)
-    # a big sweep's frontier.png is drawn by a child process while this one writes the rest (png_child)
-    child = PngChild.start(sweep.frontier_png) if sweep.count_points() >= CHILD_MIN_POINTS else None
+    # a big sweep's frontier.png is drawn by a child process while this one writes the rest (png_child); with the
+    # records already read, only when there is a frontier to draw
+    if collected is None:
+        big = sweep.count_points() >= CHILD_MIN_POINTS
+    else:
+        n_ok = int((collected.df["status"] == "ok").sum()) if "status" in collected.df.columns else 0
+        big = len(collected.df) >= CHILD_MIN_POINTS and n_ok >= PNG_MIN_OK
+    child = PngChild.start(sweep.frontier_png) if big else None
     try:
-        return _build(sweep, device_mem_gib, max_rows, wandb_mode, child)
+        return _build(sweep, collected, device_mem_gib, max_rows, wandb_mode, child)
     finally:
         if child is not None:
             child.cancel()  # an error on the way (or already finished: nothing to stop)
@@ -69,13 +102,14 @@ def build_report(
 
 def _build(
     sweep: SweepDir,
+    collected: Collected | None,
     device_mem_gib: Sequence[tuple[str, float]],
     max_rows: int | None,
     wandb_mode: str | None,
     child: PngChild | None,
 ) -> Path:
-    records = collect_records(sweep)
-    df = records_to_frame(records)
+    collected = collected or collect(sweep)
+    records, df = collected.records, collected.df
     grid = grid_of(df)
     unit = mem_unit(df)
     doc = build_document(sweep, records, df, max_rows, grid, device_mem_gib, wandb_mode)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -24,7 +23,6 @@ from sweeper.report.fmt import capped, missing, text
 from sweeper.report.md import code, escape, one_line
 from sweeper.report.tables import APART
 from sweeper.results.record import Record
-from sweeper.results.sweepdir import SweepDir
 
 if TYPE_CHECKING:
     from sweeper.capacity.calibrate import Calibration
@@ -142,6 +140,8 @@ def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, s
     ``python -m sweeper.plan`` command that reuses it), plain text; None without a calibration."""
     if cal is None:
         return None
+    from sweeper.capacity.calibrate import group_label
+
     e = float(cal.efficiency)
     about = []
     if not missing(cal.p10) and not missing(cal.p90):
@@ -152,7 +152,8 @@ def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, s
     plural = "s" if cal.n != 1 else ""
     groups = getattr(cal, "groups", None) or {}
     per = "; ".join(
-        f"{k} {efficiency_value(g.efficiency)}" + (f" + {g.overhead_s * 1e3:.3g} ms/step" if g.overhead_s else "")
+        f"{group_label(k)} {efficiency_value(g.efficiency)}"
+        + (f" + {g.overhead_s * 1e3:.3g} ms/step" if g.overhead_s else "")
         for k, g in groups.items()
     )
     per = f"; per group (plan.calibrate=<this sweep dir>): {per}" if len(groups) > 1 else ""
@@ -185,15 +186,6 @@ def summary_lines(df: pd.DataFrame, records: Sequence[Record]) -> list[str]:
     if n_pruned:
         lines.append(f"Pruned: {n_pruned:,} point(s) predicted not to fit were not launched (see the report)")
     return lines
-
-
-def terminal_lines(sweep_dir: SweepDir | Path) -> list[str]:
-    """:func:`summary_lines` of a sweep directory's records (a :class:`SweepDir` or its path)."""
-    from sweeper.results.collect import collect_records
-    from sweeper.results.row import records_to_frame
-
-    records = collect_records(sweep_dir)
-    return summary_lines(records_to_frame(records), records)
 
 
 def prediction_blocks(

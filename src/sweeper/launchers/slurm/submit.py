@@ -31,6 +31,7 @@ from sweeper.config.compose import plain_node
 from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, from_config, replay_command
 from sweeper.config.target import Target
+from sweeper.launchers.prefetch import prefetch_imports
 from sweeper.launchers.slurm.accounting import reconcile, sacct
 from sweeper.launchers.slurm.site import Site, array_chunk, never_runs, read_site, sbatch_fix, sbatch_message
 from sweeper.point import preflight
@@ -165,13 +166,15 @@ class SlurmLauncher(Launcher):
         # overrides, spec, id, a repeat of an earlier point, target
         points: list[tuple[list[str], PointSpec, str, bool, Target]] = []
         specs = [(list(filter_overrides(o)), from_config(c)) for o, c in zip(job_overrides, configs, strict=True)]
-        targets = [target_for(spec, "slurm", cluster) for _, spec in specs]
+        # a SLURM target is the cluster's alone (target_for): one for the batch, its plain data built once
+        targets = [target_for(specs[0][1], "slurm", cluster)] * len(specs) if specs else []
         # the entries the libraries resolve away are not identity (lifecycle.identity_of): asked in one go first
         preflight.refusals([(s, t) for (_, s), t in zip(specs, targets, strict=True) if preflight.may_restate(s)])
         for (ov, spec), target in zip(specs, targets, strict=True):
             pid = identity_of(spec)
             points.append((ov, spec, pid, pid in seen, target))
             seen.add(pid)
+        prefetch_imports()  # the report's libraries load while the pre-flight's worker answers (begin_many)
         started = iter(
             begin_many(
                 [(spec, ov, target) for ov, spec, _, again, target in points if not again],
