@@ -2,7 +2,8 @@
 
 Every piece of the harness that runs in a rank during or after ``trainer.train()`` (the step timer, the memory
 window and its ``MemTracker``, the profiler, the loss log, the progress marker, the label checks, the device-budget
-tracker, the MFU peak, the rank file's fields) runs at a named **site** (:data:`SITES`), in one of two ways:
+tracker, the MFU peak, the rank file's fields) and before it (the rank's reads of its inputs, the Trainer's
+set-up) runs at a named **site** (:data:`SITES`), in one of two ways:
 
 * **contained** (:meth:`Degradations.value`, :func:`guard_callback` with ``notes``): the site only
   measures something beside the point's timed numbers (its history, its artifacts, its memory breakdown). A fault
@@ -43,6 +44,8 @@ SITES: dict[str, str] = {
     "phase": "the phase/step tracker (attributed)",
     "verify": "the label checks after the first step and the dtype probe in the first forward (attributed)",
     "data": "the synthetic token data, read by the Trainer's data loader (attributed)",
+    "rank-spec": "a rank's read of what the driver wrote for it: spec.json, the device budget, the searched batch "
+    "(attributed)",
     "budget": "the device-budget tracker of the warm-up window, CPU (attributed)",
     "timing": "the step timer: the timed window, its stop rule, its contention readings (attributed)",
     "step-memory": "the memory high-water reading after each step, for the per-step series (contained)",
