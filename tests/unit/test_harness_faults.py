@@ -160,6 +160,19 @@ def test_a_spec_json_that_cannot_be_read_is_the_rank_files_internal_failure(tmp_
     assert "sweeper's own rank-spec code failed" in out["reason"]
 
 
+def test_a_batch_search_rank_without_its_search_state_writes_its_rank_file_internal(tmp_path, monkeypatch):
+    from sweeper.job.batch_trials import run_search
+
+    spec = _point(tmp_path)  # spec.json, but no batch_search.json
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert run_search(tmp_path) == 1
+    data = json.loads((tmp_path / "rank0.json").read_text())
+    assert data["failure"]["site"] == "search-state" and "FileNotFoundError" in data["failure"]["message"]
+    out = summarize_ranks(spec, [data], returncode=1, timed_out=False, log_tail="")
+    assert (out["status"], out["error_kind"]) == ("error", "internal")
+
+
 def _failed(rank: int, exc: str, message: str, site: str | None = None) -> dict:
     f = {"exception_type": exc, "message": message, "traceback": "", "phase": "train", "step": 5}
     if site:

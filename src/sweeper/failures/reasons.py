@@ -157,12 +157,15 @@ def runtime_reason(short: str, message: str) -> str:
     return f"{short or 'error'}: {summary} (where it was raised: failure.traceback_tail in the point's result.json)"
 
 
-def internal_reason(site: str, short: str, message: str) -> str:
-    """A fault of sweeper's own measurement code at ``site`` on a rank (never the user's error)."""
+def internal_reason(
+    site: str, short: str, message: str, kept: str = "the step times measured before it are kept"
+) -> str:
+    """A fault of sweeper's own code at ``site`` (:data:`sweeper.job.faults.SITES`) on this point, never the user's
+    error; ``kept``: what was measured before it and stays in the record."""
     summary = informative_summary(message) or "no message"
     return (
         f"sweeper's own {site} code failed on this point (a bug of sweeper's, please report it; not your "
-        f"configuration): {short or 'error'}: {summary}; the step times measured before it are kept"
+        f"configuration): {short or 'error'}: {summary}; {kept}"
     )
 
 
