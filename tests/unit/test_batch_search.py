@@ -11,7 +11,7 @@ import pytest
 from sweeper.config.schema import batch_size_error, help_keys
 from sweeper.config.target import Target
 from sweeper.failures.oom import parse_oom
-from sweeper.point.batch_search import MAX_BATCH, SearchState, Trial, searched_batch, trial_bound
+from sweeper.point.batch_search import MAX_BATCH, SEARCH_FILE, SearchState, Trial, searched_batch, trial_bound
 from sweeper.point.gate import InvalidPoint, check
 from tests.unit.specs import make_spec
 
@@ -113,6 +113,31 @@ def test_the_state_file_round_trips_and_names_the_batch_found(tmp_path):
     with pytest.raises(ValueError, match="no batch was found"):
         searched_batch(tmp_path)
     assert SearchState.read(tmp_path / "nowhere") is None
+
+
+def test_load_says_why_a_state_that_must_be_there_cannot_be_read_where_read_gives_none(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        SearchState.load(tmp_path)
+    (tmp_path / SEARCH_FILE).write_text('{"capacity_bytes": 1000, "margin": 0.05}')  # no seed: not a state
+    with pytest.raises(TypeError, match="seed"):
+        SearchState.load(tmp_path)
+    assert SearchState.read(tmp_path) is None
+
+
+def test_the_driver_takes_ranks_that_ended_well_without_a_finished_search_for_its_own_fault(tmp_path):
+    from sweeper.launchers.batch_search import _after_launch
+    from sweeper.launchers.host_memory import Limit, WatchResult
+    from sweeper.launchers.torchrun import Launch
+
+    SearchState(1000, 0.05, 2, "test", trials=[Trial(2, "fits", "seed", 500, [500], launch=1)]).write(tmp_path)
+
+    def launch(returncode: int) -> Launch:
+        return Launch(returncode, False, [], "", 1.0, Limit(2**30, "test"), WatchResult(2**30, 0.1))
+
+    with pytest.raises(RuntimeError, match="ended well after 1 trial"):
+        _after_launch(tmp_path, launch(0))
+    state, verdict = _after_launch(tmp_path, launch(1))  # a failed launch: its failure is the point's record
+    assert not verdict and [t.batch for t in state.trials] == [2]
 
 
 def test_the_batch_key_takes_an_integer_or_auto_and_help_says_so():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from sweeper.failures import ERROR_KINDS
+from sweeper.job.faults import SITES
 from sweeper.results.record import STATUSES
 from tests.conftest import REPO
 
@@ -21,6 +22,13 @@ def test_every_status_and_error_kind_has_a_row_in_the_failures_page():
     rows = _first_cells(FAILURES_MD)
     assert set(STATUSES) <= rows, set(STATUSES) - rows
     assert set(ERROR_KINDS) | set(OTHER_KINDS) <= rows, (set(ERROR_KINDS) | set(OTHER_KINDS)) - rows
+
+
+def test_the_fault_site_table_of_the_failures_page_names_exactly_the_sites_of_the_code():
+    section = FAILURES_MD.split("## Faults of sweeper's own measurement code in a rank")[1].split("\n## ")[0]
+    cells = re.findall(r"^\| ([^|]+) \|", section, flags=re.MULTILINE)
+    documented = {name for cell in cells for name in re.findall(r"`([\w-]+)`", cell)}
+    assert documented == set(SITES), (documented - set(SITES), set(SITES) - documented)
 
 
 def test_the_docs_pages_link_to_each_other_and_exist():

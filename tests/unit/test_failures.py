@@ -476,6 +476,30 @@ def test_gloo_and_nccl_failures_are_collective():
     )
 
 
+def test_a_taken_rendezvous_port_is_internal_not_collective_in_torchs_own_words():
+    import datetime
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as held:  # the port really taken, torch's TCPStore server really refused it
+        held.bind(("", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(dist.DistNetworkError) as raised:
+            dist.TCPStore("127.0.0.1", port, 1, True, timeout=datetime.timedelta(seconds=5))
+    f = classify(type(raised.value).__name__, str(raised.value))
+    assert (f.status, f.error_kind) == ("error", "internal")
+    assert f"rendezvous could not listen on port {port}" in f.reason and "EADDRINUSE" in f.reason
+    assert "not your configuration" in f.reason and "MASTER_PORT" in f.reason
+    older = "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."  # torch < 2.4
+    assert "port 29500" in classify("DistNetworkError", older).reason
+    # any other c10d store error stays a collective one (usually another rank's failure)
+    assert classify(
+        "DistStoreError", "Timed out after 901 seconds waiting for clients. 1/2 clients joined."
+    ).error_kind == ("collective")
+
+
 def test_import_errors_happen_in_setup():
     tb = (
         "Traceback (most recent call last):\n"

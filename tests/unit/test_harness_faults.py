@@ -140,6 +140,39 @@ def test_the_first_failure_stays_when_a_later_attempt_fails_too(tmp_path, monkey
     assert me.failure is not None and me.failure["exception_type"] == "ValueError" and "site" not in me.failure
 
 
+def test_a_spec_json_that_cannot_be_read_is_the_rank_files_internal_failure(tmp_path, monkeypatch):
+    spec = _point(tmp_path)
+    (tmp_path / SPEC_FILE).write_text('{"seed": ')  # cut short, as a writer killed midway would not leave it
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    me = Rank(tmp_path)  # never raises: the failure is kept
+    assert not me.ok and not me.use_cuda
+    with pytest.raises(RuntimeError, match="no point spec"):
+        me.spec  # noqa: B018 - the property's refusal is what is tested
+    assert me.write_unmeasured() == 1
+    data = json.loads((tmp_path / "rank0.json").read_text())
+    assert data["status"] == "failed" and data["steps_completed"] is None
+    f = data["failure"]
+    assert (f["site"], f["phase"], f["exception_type"]) == ("rank-spec", "setup", "HarnessFault")
+    assert "JSONDecodeError" in f["message"]
+    out = summarize_ranks(spec, [data], returncode=1, timed_out=False, log_tail="")
+    assert (out["status"], out["error_kind"]) == ("error", "internal")
+    assert "sweeper's own rank-spec code failed" in out["reason"]
+
+
+def test_a_batch_search_rank_without_its_search_state_writes_its_rank_file_internal(tmp_path, monkeypatch):
+    from sweeper.job.batch_trials import run_search
+
+    spec = _point(tmp_path)  # spec.json, but no batch_search.json
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert run_search(tmp_path) == 1
+    data = json.loads((tmp_path / "rank0.json").read_text())
+    assert data["failure"]["site"] == "search-state" and "FileNotFoundError" in data["failure"]["message"]
+    out = summarize_ranks(spec, [data], returncode=1, timed_out=False, log_tail="")
+    assert (out["status"], out["error_kind"]) == ("error", "internal")
+
+
 def _failed(rank: int, exc: str, message: str, site: str | None = None) -> dict:
     f = {"exception_type": exc, "message": message, "traceback": "", "phase": "train", "step": 5}
     if site:

@@ -29,6 +29,9 @@ ERROR_KINDS: tuple[str, ...] = (
     "early-exit",  # a rank left training normally before the others (docs/cases.md#t07); their collectives then failed
     "import",  # a module is missing in the job's environment (also when wrapped in another exception)
     "crash",  # killed by a signal (SIGKILL, SIGSEGV, ...)
+    # the harness's or the environment's fault, never the point's: here a rendezvous port that was taken (attribution
+    # also gives it to a fault at a site of sweeper's own code, sweeper.job.faults)
+    "internal",
     "runtime",  # anything else
 )
 
@@ -120,7 +123,8 @@ def classify(
         ``MemoryError``, or a message :func:`parse_oom` recognises); otherwise ``status="error"`` with the first
         kind that applies, in this order: ``crash`` (signal as exc_type), ``import`` (an import error, also one
         wrapped in another exception or chained as its direct cause), ``incompatible`` (recomputed tensor of size
-        0 under ZeRO-3, docs/cases.md#p07), ``checkpoint-recompute`` (P01), ``config`` (P03, setup-time
+        0 under ZeRO-3, docs/cases.md#p07), ``checkpoint-recompute`` (P01), ``internal`` (the rendezvous could not
+        listen on its port, in the message or the traceback/log: the environment's fault), ``config`` (P03, setup-time
         ValueError/TypeError from TrainingArguments/Trainer/accelerate/DeepSpeed), ``collective``, ``crash``
         (signal named in the message), ``runtime``. ``rank`` is read from a ``[rankN]:`` prefix when present.
 
@@ -174,6 +178,10 @@ def classify(
         return error("incompatible", reasons.ZERO3_RECOMPUTE)
     if recompute:
         return error("checkpoint-recompute", reasons.CHECKPOINT_RECOMPUTE)
+
+    for text in (message, traceback_text):  # the launcher's own rendezvous fails in its log, with no rank's file
+        if reasons.RENDEZVOUS_LISTEN.search(text):
+            return error("internal", reasons.rendezvous_port_reason(text))
 
     reason = reasons.config_reason(short, message, frame_list, raw_phase)
     if reason:

@@ -124,6 +124,31 @@ def config_reason(short: str, message: str, frame_list: list[tuple[str, str]], r
     return None
 
 
+#: torch.distributed's TCPStore server could not take its port (the c10d rendezvous of a point's ranks), in the
+#: wording of torch >= 2.4 ("The server socket has failed to listen on any local network address. port: 29500, ...,
+#: name: EADDRINUSE, ...") and of older releases ("... failed to bind to [::]:29500 (errno: 98 - Address already in
+#: use)"): the whole line, to quote.
+RENDEZVOUS_LISTEN = re.compile(
+    r"(?:The )?server socket has failed to (?:listen on any local network address|bind to)[^\n]*", re.IGNORECASE
+)
+_PORT = re.compile(r"\bport:\s*(\d+)|bind to \S*:(\d+)")
+
+
+def rendezvous_port_reason(text: str) -> str:
+    """The reason of a rendezvous whose port was taken (:data:`RENDEZVOUS_LISTEN` found in ``text``): the
+    environment's fault, never the point's, and what to do."""
+    m = RENDEZVOUS_LISTEN.search(text or "")
+    line = m.group(0) if m else ""
+    port = next((g for g in found.groups() if g), "?") if (found := _PORT.search(line)) else "?"
+    return (
+        f"the ranks' rendezvous could not listen on port {port}: another process on the first node holds it "
+        f"({first_line(line, 160)}); the environment's fault (or sweeper's choice of port), not your configuration: "
+        "run the point again (launcher.rerun_statuses=[error] with hydra.sweep.dir=<sweep>; a SLURM job draws its "
+        "port from its job id, so a new job gets another), or set MASTER_PORT to a free port below 32768 in the "
+        "job's environment (SLURM; a local point's torchrun picks a free port itself)"
+    )
+
+
 _TIMEOUT = re.compile(r"time[sd]? ?out|timing out", re.IGNORECASE)
 
 
@@ -157,12 +182,15 @@ def runtime_reason(short: str, message: str) -> str:
     return f"{short or 'error'}: {summary} (where it was raised: failure.traceback_tail in the point's result.json)"
 
 
-def internal_reason(site: str, short: str, message: str) -> str:
-    """A fault of sweeper's own measurement code at ``site`` on a rank (never the user's error)."""
+def internal_reason(
+    site: str, short: str, message: str, kept: str = "the step times measured before it are kept"
+) -> str:
+    """A fault of sweeper's own code at ``site`` (:data:`sweeper.job.faults.SITES`) on this point, never the user's
+    error; ``kept``: what was measured before it and stays in the record."""
     summary = informative_summary(message) or "no message"
     return (
         f"sweeper's own {site} code failed on this point (a bug of sweeper's, please report it; not your "
-        f"configuration): {short or 'error'}: {summary}; the step times measured before it are kept"
+        f"configuration): {short or 'error'}: {summary}; {kept}"
     )
 
 

@@ -20,7 +20,11 @@ context, NCCL buffers). Then:
   far. The process group's timeout (:data:`SEARCH_PG_TIMEOUT_S`) is the backstop should the launcher not stop them.
 
 Any other exception ends the search: the rank writes its ``rank<r>.json`` failure (:meth:`sweeper.job.rank.Rank.write`,
-the rank file every rank writes), and the driver records the point from the rank files.
+the rank file every rank writes), and the driver records the point from the rank files. The search's own code between
+the trials runs at attributed sites (:mod:`sweeper.job.faults`): ``search-state`` (the state read at start, with the
+device capacity, and rank 0's write of each trial), ``search-step`` (the next batch, the verdict), ``search-peak`` (a
+trial's peak reading) and ``budget`` (a trial's budget window on CPU); a fault there is the rank's failure, recorded
+``internal``, never the point's own error.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import torch
 
 from sweeper.config.spec import PointSpec
 from sweeper.failures.oom import parse_oom
-from sweeper.job.faults import attributed
+from sweeper.job.faults import attributed, guard_callback
 from sweeper.job.jit_locks import before_build
 from sweeper.job.rank import PhaseTracker, Rank, exit_now, user_callbacks
 from sweeper.point.batch_search import OOM_FILE, SearchState
@@ -63,7 +67,7 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) -> int:
-    """Run trials until ``next_batch`` says the search is done; returns this rank's exit code (0: done, 1: a trial
+    """Run trials until ``next_batch`` says the search is done; returns this rank's exit code (0: done, 1: the search
     failed for another reason than memory, its rank file written).
 
     Args:
@@ -72,39 +76,77 @@ def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) 
             pass an exhaustive scan).
 
     A rank that runs out of memory never returns: it writes :data:`~sweeper.point.batch_search.OOM_FILE` and exits
-    with :data:`OOM_EXIT_CODE` (see the module doc).
-
-    Raises:
-        FileNotFoundError: no search state in ``point_dir``. ValueError: on CPU without a device budget. Anything the
-            process group's setup or a collective between trials raises (the rank then ends without a rank file).
+    with :data:`OOM_EXIT_CODE` (see the module doc). Everything else runs inside the rank's error handling
+    (:meth:`~sweeper.job.rank.Rank.attempt`): no search state, no device budget on CPU, the process group's set-up or
+    a collective between trials failing are the rank file's failure.
     """
     me = Rank(point_dir)
-    point_dir, spec, use_cuda = me.point_dir, me.spec, me.use_cuda
-    state = SearchState.read(point_dir)
+    state = me.read_input(partial(SearchState.load, me.point_dir), "search-state") if me.ok else None
     if state is None:
-        raise FileNotFoundError(f"{point_dir}: no batch search state (the driver writes it before the ranks start)")
-    me.attempt(partial(before_build, spec.zero, point_dir, me.rank), PhaseTracker())  # sweeper.job.jit_locks
-    if not me.ok:
-        return me.write(me.header(), {"steps_completed": None, "setup": {}, "memory": {}})
-    _init_group(spec, use_cuda)
-    capacity = _capacity(read_budget(point_dir), use_cuda)
+        return me.write_unmeasured()
+    point_dir, spec, use_cuda = me.point_dir, me.spec, me.use_cuda
+    setup = PhaseTracker()
+    me.attempt(partial(before_build, spec.zero, point_dir, me.rank), setup)  # sweeper.job.jit_locks
+    if me.ok:
+        me.attempt(partial(_init_group, spec, use_cuda), setup)
+    capacity = me.attempt(partial(_search_capacity, point_dir, use_cuda), setup) if me.ok else None
+    if capacity is None:
+        return me.write_unmeasured()
     if state.capacity_bytes is None:
         state.capacity_bytes = capacity
-    while (step := next_batch(state)) is not None:
+    agreed = 0  # the trials this launch agreed on: the step of the search sites' fault injection
+    while True:
+        phase = PhaseTracker()
+        step = me.attempt(partial(_next, next_batch, state, agreed), phase)
+        if not me.ok or step is None:
+            return 0 if me.ok else me.write_unmeasured()
         batch, why = step
         t0 = time.perf_counter()
-        phase = PhaseTracker()
-        work = partial(run_trial, spec, batch, point_dir, capacity, use_cuda, phase)
+        work = partial(run_trial, spec, batch, point_dir, capacity, use_cuda, phase, agreed)
         peak = me.attempt(work, phase, partial(_leave_if_oom, point_dir, me.rank, batch, why, state.launches))
+        if me.ok:
+            me.attempt(partial(_agree, state, point_dir, me.rank, (batch, why, peak), use_cuda, t0, agreed), phase)
         if not me.ok:  # not memory: the search ends with this rank's failure
-            return me.write(me.header(), {"steps_completed": None, "setup": {}, "memory": {}})
-        peaks = _all_gather(peak, use_cuda)
-        trial = state.verdict(batch, peaks, why, launch=state.launches, seconds=round(time.perf_counter() - t0, 3))
-        state.trials.append(trial)
-        if me.rank == 0:
+            return me.write_unmeasured()
+        agreed += 1
+
+
+def _next(next_batch: NextBatch, state: SearchState, agreed: int) -> tuple[int, str] | None:
+    """``next_batch(state)``, as the site ``search-step`` (``agreed``: the trials this launch agreed on so far)."""
+    with attributed("search-step", agreed):
+        return next_batch(state)
+
+
+def _search_capacity(point_dir: Path, use_cuda: bool) -> int:
+    """The device capacity of the trials (:func:`_capacity` from the driver's device budget), as the site
+    ``search-state``; its all-gather's collective error stays the point's own."""
+    with attributed("search-state", at=None):  # injected at the state's read, the first thing of the site
+        return _capacity(read_budget(point_dir), use_cuda)
+
+
+def _agree(
+    state: SearchState,
+    point_dir: Path,
+    rank: int,
+    tried: tuple[int, str, int | None],
+    use_cuda: bool,
+    t0: float,
+    agreed: int,
+) -> None:
+    """Every rank's verdict on the trial ``tried`` (its batch, why it was chosen, this rank's peak) from the
+    all-gathered peaks (``search-step``), added to ``state``; rank 0 writes the state (``search-state``; ``agreed``:
+    the trials this launch agreed on before this one), then a barrier, so that a trial agreed on is on disk before
+    any rank starts the next one."""
+    batch, why, peak = tried
+    peaks = _all_gather(int(peak or 0), use_cuda)
+    with attributed("search-step", at=None):  # injected at the next batch, the first thing of the site
+        seconds = round(time.perf_counter() - t0, 3)
+        trial = state.verdict(batch, peaks, why, launch=state.launches, seconds=seconds)
+    state.trials.append(trial)
+    if rank == 0:
+        with attributed("search-state", agreed + 1):
             state.write(point_dir)
-        _barrier()
-    return 0
+    _barrier()
 
 
 def trial_spec(spec: PointSpec, batch: int) -> PointSpec:
@@ -114,10 +156,17 @@ def trial_spec(spec: PointSpec, batch: int) -> PointSpec:
 
 
 def run_trial(
-    spec: PointSpec, batch: int, point_dir: Path, capacity: int, use_cuda: bool, phase: PhaseTracker | None = None
+    spec: PointSpec,
+    batch: int,
+    point_dir: Path,
+    capacity: int,
+    use_cuda: bool,
+    phase: PhaseTracker | None = None,
+    agreed: int = 0,
 ) -> int:
     """Train ``spec`` at ``batch`` for two optimizer steps under the budget; returns this rank's peak (bytes).
-    ``phase`` (optional) follows the phase and step, for a failure's record.
+    ``phase`` (optional) follows the phase and step, for a failure's record; ``agreed``: the trials this launch
+    agreed on before it (the step of the ``search-peak`` site's fault injection).
 
     CPU: the tensor-byte peak of a :class:`~sweeper.job.budget.BudgetTracker` over both steps, which raises the OOM
     a GPU would past ``capacity``. GPU: ``max_memory_reserved`` plus the device memory outside the allocator.
@@ -139,21 +188,36 @@ def run_trial(
         args = training_arguments(tspec, str(point_dir / "trainer"), use_cpu=not use_cuda, own=own)
         n = batch * tspec.grad_accum * world * tspec.total_steps
         data = SyntheticTokens(n, tspec.seq_len, model.config.vocab_size, spec.seed)
-        callbacks = [c for c in (phase, window, *user_callbacks(tspec)) if c is not None]
+        # sweeper's own callbacks are sites, as in a measured point (sweeper.job.faults)
+        own_callbacks = [guard_callback(c, site) for c, site in ((phase, "phase"), (window, "budget")) if c is not None]
+        callbacks = [*own_callbacks, *user_callbacks(tspec)]
         trainer = SweeperTrainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
         if use_cuda:
             torch.cuda.reset_peak_memory_stats()
         trainer.train()
-        if use_cuda:
-            free, total = torch.cuda.mem_get_info()
-            outside = max(0, total - free - torch.cuda.memory_reserved())
-            return int(torch.cuda.max_memory_reserved() + outside)
-        window.close()
-        return int(window.peak_bytes or 0)
+        with attributed("search-peak", agreed):
+            return _trial_peak(window)
     finally:
         if window is not None:
             window.close()
         _release(use_cuda)
+
+
+def _trial_peak(window: Any) -> int:
+    """The peak of the trial just trained (bytes): on CPU its budget window's (:class:`~sweeper.job.memory.
+    BudgetWindow`, closed now), on a GPU the allocator's reserved peak plus the memory outside the allocator.
+
+    Raises:
+        ValueError: the budget window measured nothing (it never ran: the trial's verdict would be a guess).
+    """
+    if window is None:
+        free, total = torch.cuda.mem_get_info()
+        outside = max(0, total - free - torch.cuda.memory_reserved())
+        return int(torch.cuda.max_memory_reserved() + outside)
+    window.close()
+    if window.peak_bytes is None:
+        raise ValueError("the trial's budget window measured no peak")
+    return int(window.peak_bytes)
 
 
 def _release(use_cuda: bool) -> None:

@@ -2,7 +2,9 @@
 
 Every piece of the harness that runs in a rank during or after ``trainer.train()`` (the step timer, the memory
 window and its ``MemTracker``, the profiler, the loss log, the progress marker, the label checks, the device-budget
-tracker, the MFU peak, the rank file's fields) runs at a named **site** (:data:`SITES`), in one of two ways:
+tracker, the MFU peak, the rank file's fields), before it (the rank's reads of its inputs, the Trainer's set-up),
+and a batch search's own code (in its ranks, and the driver's side: ``search-driver``) runs at a named **site**
+(:data:`SITES`), in one of two ways:
 
 * **contained** (:meth:`Degradations.value`, :func:`guard_callback` with ``notes``): the site only
   measures something beside the point's timed numbers (its history, its artifacts, its memory breakdown). A fault
@@ -20,8 +22,9 @@ rank's failure reaching this one).
 
 Testing aid: ``SWEEPER_FAULT_INJECT=<site>[@<step>][,...]`` in the ranks' environment makes each named site raise
 :class:`InjectedFault` where it runs (:func:`inject`), for a callback site from the first event at which
-``state.global_step`` is at least ``<step>`` (0 when left out); ``docs/failures.md`` documents it. A guarded
-callback reads the variable once, when the harness sets it up; unset, nothing more runs.
+``state.global_step`` is at least ``<step>`` (0 when left out; a batch search's sites count trials or launches
+instead, see ``docs/failures.md``, which documents it). A guarded callback reads the variable once, when the harness
+sets it up; unset, nothing more runs.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ SITES: dict[str, str] = {
     "phase": "the phase/step tracker (attributed)",
     "verify": "the label checks after the first step and the dtype probe in the first forward (attributed)",
     "data": "the synthetic token data, read by the Trainer's data loader (attributed)",
-    "budget": "the device-budget tracker of the warm-up window, CPU (attributed)",
+    "rank-spec": "a rank's read of what the driver wrote for it: spec.json, the device budget, the searched batch "
+    "(attributed)",
+    "budget": "the device-budget tracker of the warm-up window and of a batch-search trial, CPU (attributed)",
     "timing": "the step timer: the timed window, its stop rule, its contention readings (attributed)",
     "step-memory": "the memory high-water reading after each step, for the per-step series (contained)",
     "progress": "the rank<r>.step progress marker (contained)",
@@ -61,6 +66,12 @@ SITES: dict[str, str] = {
     "(attributed)",
     "trainer-shim": "SweeperTrainer's switch of accelerate's state to FSDP2 on a multi-CPU run (attributed)",
     "jit-lock": "the check of DeepSpeed's JIT-build locks before a ZeRO point's ranks build (attributed)",
+    "search-state": "a batch-search rank's search state: its read at start with the device capacity, and rank 0's "
+    "write of each agreed trial (attributed)",
+    "search-step": "a batch-search rank's choice of the next batch and its verdict on each trial (attributed)",
+    "search-peak": "a batch-search trial's peak reading after its two steps (attributed)",
+    "search-driver": "the driver's side of a batch search: its search state after each launch, the next batch, the "
+    "ranks' OOM verdicts (attributed: the point is recorded error/internal with the trials so far)",
 }
 #: Exception type names that are the point's outcome, never a fault of the harness (see :func:`is_outcome`).
 OUTCOME_TYPES = frozenset({"OutOfMemoryError", "MemoryError", "LabelMismatch"})

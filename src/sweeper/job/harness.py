@@ -138,9 +138,8 @@ def run_rank(point_dir: Path) -> int:
     """Run this rank's part of a measured point (the mode ``measure``) and write its rank file, the measurements
     or the failure. Returns the process exit code (0: ok, 1: failed).
 
-    Raises:
-        OSError, ValueError: ``spec.json``, the search's answer or the device budget cannot be read (before any
-            training: the rank ends without a rank file).
+    ``spec.json``, the search's answer and the device budget are read as the site ``rank-spec``
+    (:meth:`sweeper.job.rank.Rank.read_input`): a fault there is the rank file's failure, ``internal``.
     """
     import torch
 
@@ -155,10 +154,18 @@ def run_rank(point_dir: Path) -> int:
     from sweeper.point.device_budget import read_budget
 
     me = life.Rank(point_dir)
-    point_dir, spec = me.point_dir, me.spec
-    if spec.batch_search:  # per_device_batch_size=auto: measure at the batch the search found (docs/batch-search.md)
-        spec = spec.with_batch(searched_batch(point_dir))
-    budget = read_budget(point_dir)  # device memory per rank (cluster.gpu_mem_gib), enforced on CPU too
+    point_dir = me.point_dir
+
+    def inputs() -> tuple[PointSpec, int | None]:
+        spec = me.spec
+        if spec.batch_search:  # per_device_batch_size=auto: measure at the batch the search found (batch-search.md)
+            spec = spec.with_batch(searched_batch(point_dir))
+        return spec, read_budget(point_dir)  # device memory per rank (cluster.gpu_mem_gib), enforced on CPU too
+
+    read = me.read_input(inputs) if me.ok else None
+    if read is None:
+        return me.write_unmeasured()
+    spec, budget = read
     rank, world, use_cuda = me.rank, me.world_size, me.use_cuda
     out = me.header()
     phase = life.PhaseTracker()

@@ -8,7 +8,8 @@ SLURM, :mod:`sweeper.launchers.slurm.in_job` calls the measured mode itself); :f
    with the driver, so a SIGKILLed driver leaves no rank behind), and one whose torchrun is already gone stops at
    once (exit 1; :mod:`sweeper.job.orphan`);
 2. **setup**: :class:`Rank` reads ``<point_dir>/spec.json`` and who this rank is (``RANK``, ``WORLD_SIZE``), and
-   whether it runs on CUDA;
+   whether it runs on CUDA; the reads of what the driver wrote for the rank (:meth:`Rank.read_input`) are the
+   attributed site ``rank-spec`` (:mod:`sweeper.job.faults`): a fault there is the rank's failure, in its rank file;
 3. **the mode's work**, through :meth:`Rank.attempt`: any exception is a result, kept as the rank's failure (the raw
    exception: type, message, traceback, phase, step; :class:`sweeper.results.rankfile.RankFailure`), never decided
    on here: the driver classifies it;
@@ -62,24 +63,54 @@ class Rank:
         use_cuda: the spec does not ask for the CPU and torch sees a GPU.
         failure: the first failure :meth:`attempt` kept, None while there is none.
 
-    Raises (on construction): ``OSError``/``ValueError`` when ``spec.json`` cannot be read; the rank then ends
-    without a rank file, like any exception outside :meth:`attempt`.
+    Construction never raises: a ``spec.json`` that cannot be read is the rank's failure at the site ``rank-spec``
+    (:attr:`ok` is then False; :meth:`write_unmeasured` writes the rank file that says so).
     """
 
     def __init__(self, point_dir: Path) -> None:
         import torch
 
         self.point_dir = Path(point_dir)
-        self.spec = PointSpec.from_dict(json.loads((self.point_dir / SPEC_FILE).read_text()))
         self.rank = int(os.environ.get("RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        self.use_cuda = self.spec.device != "cpu" and torch.cuda.is_available()
         self.failure: RankFailure | None = None
+        self._spec = self.read_input(lambda: PointSpec.from_dict(json.loads((self.point_dir / SPEC_FILE).read_text())))
+        self.use_cuda = self._spec is not None and self._spec.device != "cpu" and torch.cuda.is_available()
+
+    @property
+    def spec(self) -> PointSpec:
+        """The point spec of ``spec.json``.
+
+        Raises:
+            RuntimeError: it could not be read (:attr:`failure` says why; check :attr:`ok` first).
+        """
+        if self._spec is None:
+            raise RuntimeError(f"{self.point_dir}: no point spec (the rank's failure says why)")
+        return self._spec
 
     @property
     def ok(self) -> bool:
         """No failure so far."""
         return self.failure is None
+
+    def read_input(self, read: Callable[[], T], site: str = "rank-spec") -> T | None:
+        """``read()``, a read of what the driver wrote for this rank (``spec.json``, the device budget, the searched
+        batch; a batch search's state), run as the attributed ``site`` (:mod:`sweeper.job.faults`) inside
+        :meth:`attempt` (phase ``setup``; injected as at step 0): its value, or None when it failed (the failure
+        is kept)."""
+        from sweeper.job.faults import attributed
+
+        def work() -> T:
+            with attributed(site, 0):
+                return read()
+
+        return self.attempt(work, PhaseTracker())
+
+    def write_unmeasured(self) -> int:
+        """Write the rank file of a rank that measured nothing (:meth:`write` with ``steps_completed`` None, empty
+        ``setup`` and ``memory``): its work never began, or a batch search's trial failed. Returns the exit code (1
+        when failed)."""
+        return self.write(self.header(), {"steps_completed": None, "setup": {}, "memory": {}})
 
     def header(self) -> RankFile:
         """The fields every rank file starts with: ``rank``, ``world_size``, ``pid``, ``host``."""

@@ -21,17 +21,26 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sweeper.config.target import Target
+from sweeper.failures.reasons import internal_reason
+from sweeper.failures.text import traceback_tail
+from sweeper.job.faults import HarnessFault, attributed
 from sweeper.launchers.torchrun import LOG_FILE, SEARCH, Launch, launch_ranks, record_launch
 from sweeper.point.batch_search import OOM_FILE, SearchState, Trial
 from sweeper.point.device_budget import write_budget
 from sweeper.point.lifecycle import Prepared, finish
+from sweeper.results.atomic import is_disk_full
 from sweeper.results.record import Record
 from sweeper.units import format_bytes
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -52,6 +61,10 @@ def search_batch(prepared: Prepared) -> Found | Record:
     """Search the largest batch of a ``per_device_batch_size=auto`` point (see the module doc); the point directory
     is left clear of the trials' rank files for the measurement.
 
+    The search's own code here (its state after each launch, the next batch, the ranks' OOM verdicts) is the site
+    ``search-driver`` (:mod:`sweeper.job.faults`): a fault there is the point's ``error`` / ``internal`` record,
+    with the trials so far; a full disk still propagates (the point is then not recorded).
+
     Returns:
         The batch found; or the record written when there is nothing to measure: ``oom`` when not even one sample
         fits, or the failure that stopped the search (error, timeout, host_oom), at the batch it was trying. Never
@@ -61,25 +74,59 @@ def search_batch(prepared: Prepared) -> Found | Record:
     budget = write_budget(pdir, prepared.target)
     state = _initial_state(pdir, prepared, budget["capacity_bytes"])
     t0 = time.perf_counter()
-    while (trial := state.next_batch()) is not None:  # None once the search is done
-        batch = trial[0]
-        _clear(pdir)
-        state.launches += 1
-        state.write(pdir)
-        remaining = max(1.0, spec.timeout_s - (time.perf_counter() - t0))
-        launch = launch_ranks(spec.with_batch(batch), pdir, SEARCH, timeout_s=remaining)
-        state = SearchState.read(pdir) or state
-        ooms = _read_ooms(pdir)
-        if ooms and not launch.timed_out:
-            state.trials.append(_oom_trial(ooms, ended=time.time()))
-            state.write(pdir)
-        elif not state.done:  # the launch ended without a verdict: that failure is the point's record
-            return _stopped(prepared, state, batch, launch, time.perf_counter() - t0)
-    search = {**state.to_dict(), "search_wall_s": round(time.perf_counter() - t0, 3)}
-    if not state.answer:
-        return _none_fits(prepared, state, search)
+    batch: int | None = None
+    try:
+        while (trial := _own(state.next_batch)) is not None:  # None once the search is done
+            batch = trial[0]
+            _clear(pdir)
+            state.launches += 1
+            _own(partial(state.write, pdir))
+            remaining = max(1.0, spec.timeout_s - (time.perf_counter() - t0))
+            launch = launch_ranks(spec.with_batch(batch), pdir, SEARCH, timeout_s=remaining)
+            with attributed(DRIVER_SITE, state.launches):  # injected with the launches so far as its step
+                state, verdict = _after_launch(pdir, launch)
+            if not verdict:  # the launch ended without a verdict: that failure is the point's record
+                return _stopped(prepared, state, batch, launch, time.perf_counter() - t0)
+        search = {**state.to_dict(), "search_wall_s": round(time.perf_counter() - t0, 3)}
+        if not state.answer:
+            return _own(partial(_none_fits, prepared, state, search))
+    except HarnessFault as e:
+        if is_disk_full(e.cause):
+            raise e.cause from None  # not a bug: the point is not recorded (sweeper.__main__)
+        return _internal(prepared, state, batch, e, time.perf_counter() - t0)
     _clear(pdir)
     return Found(state.answer, search)
+
+
+#: The fault site of the driver's side of a search (sweeper.job.faults.SITES).
+DRIVER_SITE = "search-driver"
+
+
+def _own(fn: Callable[[], T]) -> T:
+    """``fn()`` as the site ``search-driver``, never injected (the site is injected after a launch)."""
+    with attributed(DRIVER_SITE, at=None):
+        return fn()
+
+
+def _after_launch(pdir: Path, launch: Launch) -> tuple[SearchState, bool]:
+    """The search state after ``launch`` (rank 0's, with the launch's ``oom`` trial added and written), and whether
+    the launch ended with a verdict: an ``oom`` trial, or the search done.
+
+    Raises:
+        OSError, ValueError, TypeError, AttributeError: the state cannot be read or written.
+        RuntimeError: every rank ended well, but the search is not done (the ranks' search and the driver's differ).
+    """
+    state = SearchState.load(pdir)
+    ooms = _read_ooms(pdir)
+    if ooms and not launch.timed_out:
+        state.trials.append(_oom_trial(ooms, ended=time.time()))
+        state.write(pdir)
+        return state, True
+    if not state.done and launch.returncode == 0 and not (launch.timed_out or launch.host_oom):
+        raise RuntimeError(
+            f"the search's ranks ended well after {len(state.trials)} trial(s) but the search is not done"
+        )
+    return state, state.done
 
 
 def _initial_state(pdir: Path, prepared: Prepared, capacity: int | None) -> SearchState:
@@ -148,6 +195,42 @@ def _stopped(prepared: Prepared, state: SearchState, batch: int, launch: Launch,
     """The record of a search stopped by something other than memory, at the batch it was trying."""
     search = {**state.to_dict(), "search_wall_s": round(wall_s, 3), "stopped_at_batch": batch}
     return record_launch(replace(prepared, spec=prepared.spec.with_batch(batch)), launch, {"batch_search": search})
+
+
+def _internal(prepared: Prepared, state: SearchState, batch: int | None, fault: HarnessFault, wall_s: float) -> Record:
+    """The ``error`` / ``internal`` record of a search stopped by a fault of its own driver code (``fault``), with
+    the trials so far (rank 0's state where it can still be read, else the driver's ``state``), at the batch it was
+    trying (the seed before the first launch)."""
+    cause = fault.cause
+    state = SearchState.read(prepared.pdir) or state
+    search = {**state.to_dict(), "search_wall_s": round(wall_s, 3), "stopped_at_batch": batch}
+    short, message = type(cause).__name__, str(cause)
+    tb = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    outcome = {
+        "status": "error",
+        "error_kind": "internal",
+        "reason": internal_reason(fault.site, short, message, kept="the trials before it are kept (ran.batch_search)"),
+        "ran": {"batch_search": search},
+        "metrics": {},
+        "failure": {
+            "site": fault.site,
+            "exception_type": short,
+            "message": message[:2000],
+            "traceback_tail": traceback_tail(tb),
+            "phase": "setup",
+        },
+        "artifacts": {},
+    }
+    return finish(
+        replace(prepared, spec=prepared.spec.with_batch(batch or state.seed)),
+        [],
+        returncode=None,
+        timed_out=False,
+        log_tail="",
+        wall_time_s=round(wall_s, 3),
+        outcome=outcome,
+        artifacts={"log": LOG_FILE},
+    )
 
 
 def _none_fits(prepared: Prepared, state: SearchState, search: dict[str, Any]) -> Record:

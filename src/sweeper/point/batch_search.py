@@ -199,11 +199,21 @@ class SearchState:
         write_json_atomic(Path(pdir) / SEARCH_FILE, self.to_dict())
 
     @classmethod
+    def load(cls, pdir: Path) -> SearchState:
+        """The state in ``pdir``, where it must be (written by the driver before the ranks start, by rank 0 after
+        each trial).
+
+        Raises:
+            OSError, ValueError, TypeError, AttributeError: no state there, or one that cannot be read.
+        """
+        return cls.from_dict(json.loads((Path(pdir) / SEARCH_FILE).read_text()))
+
+    @classmethod
     def read(cls, pdir: Path) -> SearchState | None:
-        """The state in ``pdir``, or None when there is none (or it cannot be read)."""
+        """The state in ``pdir`` (:meth:`load`), or None when there is none (or it cannot be read)."""
         try:
-            return cls.from_dict(json.loads((Path(pdir) / SEARCH_FILE).read_text()))
-        except (OSError, ValueError, TypeError):
+            return cls.load(pdir)
+        except (OSError, ValueError, TypeError, AttributeError):
             return None
 
 

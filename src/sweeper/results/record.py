@@ -131,7 +131,8 @@ class Record:
         replay: a shell command that runs exactly this point again.
         reason: for every non-``ok`` status, a sentence a person can act on.
         error_kind: for ``error``, the family: :data:`sweeper.failures.ERROR_KINDS` from the classifier, ``scheduler``
-            (SLURM accounting) or ``internal`` (a bug of sweeper's own); every kind is a row of ``docs/failures.md``.
+            (SLURM accounting) or ``internal`` (a bug of sweeper's own, or a rendezvous port another process held);
+            every kind is a row of ``docs/failures.md``.
         ran: what really ran, verified after the Trainer was set up (world size, wrapper type, compute dtype,
             DeepSpeed stage, checkpointing implementation, ``use_reentrant``), and how a searched batch was found
             (``batch_search``). Records before this name held it as ``setup`` (read as ``ran``).

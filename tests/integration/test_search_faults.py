@@ -1,0 +1,74 @@
+"""Faults of a batch search's own code (``per_device_batch_size=auto``: sweeper.job.batch_trials in the ranks,
+sweeper.launchers.batch_search in the driver) are ``internal`` with the trials so far, never the point's own error
+nor a crashed sweep.
+
+Real searches (the real HF Trainer, real torchrun), one rank and the tiny model for speed; the device memory is faked
+as in tests/integration/test_batch_search.py (a tensor-byte budget the harness enforces on CPU). This search seeds
+at batch 8 (over the margin), then tries 7 (fits): two trials in one launch. The faults are injected with
+``SWEEPER_FAULT_INJECT`` (docs/failures.md): a search site in a rank counts the trials its launch agreed on as its
+step, ``search-driver`` the launches.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.job.faults import FAULT_ENV
+from tests.conftest import run_sweeper
+
+pytestmark = pytest.mark.slow
+
+AUTO = [
+    "per_device_batch_size=auto",
+    "cluster.gpu_mem_gib=0.025",
+    "ranks_per_node=1",
+    "seq_len=128",
+    "warmup_steps=1",
+    "timed_steps=3",
+    "memory_steps=1",
+    "profile_steps=0",
+    "profile_trace=false",
+]
+
+
+def _internal(record, site: str) -> list[int]:
+    """Check that ``record`` is ``site``'s internal fault; returns the batches of the trials it kept."""
+    assert (record.status, record.error_kind) == ("error", "internal"), record.reason
+    assert f"sweeper's own {site} code failed" in record.reason and "InjectedFault" in record.reason
+    assert record.failure["site"] == site
+    return [t["batch"] for t in record.ran["batch_search"]["trials"]]
+
+
+@pytest.mark.parametrize(
+    ("inject", "kept"),
+    [
+        ("search-step@1", [8]),  # the next batch after the first trial: that trial is on disk
+        ("search-state@2", [8]),  # rank 0's write of the second trial: the first stays on disk
+        ("search-peak@1", [8]),  # the second trial's peak reading
+        ("budget", []),  # the first trial's budget window (CPU), at its first event
+    ],
+)
+def test_a_fault_of_the_searchs_own_code_in_a_rank_is_internal_with_the_trials_before_it(
+    inject, kept, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(FAULT_ENV, inject)  # the ranks inherit it
+    run = run_sweeper(AUTO, tmp_path)
+    assert run.proc.returncode == 1, run.output[-3000:]
+    (r,) = run.records()
+    assert _internal(r, inject.split("@")[0]) == kept
+    assert r.ran["batch_search"]["stopped_at_batch"] == 8  # the batch its launch began with (the driver's word)
+    assert r.ran["batch_search"]["answer"] is None  # nothing measured at a guessed batch
+
+
+def test_a_fault_of_the_searchs_driver_code_is_internal_for_its_point_and_the_grid_goes_on(tmp_path, monkeypatch):
+    """After the first launch the driver's read of the search state fails: each point of the grid is recorded
+    ``internal`` with the trials its ranks agreed on (rank 0's state), the grid ends normally, with its report."""
+    monkeypatch.setenv(FAULT_ENV, "search-driver")
+    run = run_sweeper(["-m", *AUTO, "seed=0,1"], tmp_path)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    records = run.records()
+    assert len(records) == 2 and run.report is not None and run.report.exists()
+    for r in records:
+        assert _internal(r, "search-driver") == [8, 7]
+        assert "the trials before it are kept" in r.reason
+        assert r.ran["batch_search"]["launches"] == 1 and r.failure["phase"] == "setup"
