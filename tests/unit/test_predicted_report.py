@@ -262,3 +262,33 @@ def test_predictions_made_before_any_calibration_say_so_and_a_calibrated_plan_do
     assert uncalibrated_efficiency(df.assign(**{"plan.calibrate": ["/sweeps/a", None]})) is None  # calibrated
     assert uncalibrated_efficiency(df.assign(**{"plan.efficiency": [0.4, 0.2]})) is None  # a swept efficiency
     assert uncalibrated_efficiency(pd.DataFrame({"model": ["tiny"]})) is None  # records older than the column
+
+
+def test_the_terminal_says_why_the_tokens_per_s_error_is_large_when_the_predictions_were_the_uncalibrated_guess():
+    from tests.unit.specs import make_spec
+
+    def measured(batch: int, calibrate: str | None) -> Record:
+        spec = make_spec(per_device_batch_size=batch, plan={"efficiency": 0.4, "calibrate": calibrate})
+        return Record(
+            sweep_id="sw-cal",
+            point_id=f"cccc0000000{batch}",
+            status="ok",
+            spec=spec.to_dict(),
+            ran={"world_size": 1, "device_type": "cpu"},
+            metrics={
+                "tokens_per_s_per_device": 1000.0 * batch,
+                "peak_mem_bytes": 10 * MIB,
+                "step_time_s_median": 0.1,
+                "mfu_peak_flops": 1e11,
+                "mfu_peak_source": "measured: test",
+            },
+            predicted=predicted(10 * MIB, 3000.0 * batch),
+        )
+
+    guessed = [measured(b, None) for b in (2, 4)]
+    lines = summary_lines(records_to_frame(guessed), guessed)
+    why = [ln for ln in lines if "no plan.calibrate" in ln]
+    assert len(why) == 1 and "plan.efficiency=0.4" in why[0] and "guess before any measurement" in why[0]
+    assert lines.index(why[0]) == 1 and lines[2].startswith("plan.efficiency=")  # after the error, before the fit
+    calibrated = [measured(b, "/sweeps/earlier") for b in (2, 4)]
+    assert not any("no plan.calibrate" in ln for ln in summary_lines(records_to_frame(calibrated), calibrated))

@@ -174,12 +174,20 @@ def pruned_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_lines(df: pd.DataFrame, records: Sequence[Record]) -> list[str]:
-    """Plain-text lines for the terminal at the end of a sweep: the model's error on each quantity, the calibrated
-    efficiency with the command that reuses it, and how many points were pruned. Empty when nothing was predicted."""
+    """Plain-text lines for the terminal at the end of a sweep: the model's error on each quantity (with why the
+    tokens/s error is large when the predictions were the uncalibrated guess), the calibrated efficiency with the
+    command that reuses it, and how many points were pruned. Empty when nothing was predicted."""
     lines = []
     if has_predictions(df):
         lines.append("Predicted vs measured: " + "; ".join(s.line() for s in error_stats(df)))
         cal = calibration_line(calibration(records), df)
+        uncalibrated = uncalibrated_efficiency(df)
+        if cal and uncalibrated is not None:  # the report's sentence, said where the error is printed
+            lines.append(
+                f"  (tokens/s predicted with plan.efficiency={uncalibrated:g} and no plan.calibrate: the model's guess "
+                "before any measurement on this host, so a large tokens/s error is expected; the efficiency this "
+                "sweep measured follows)"
+            )
         if cal:
             lines.append(cal)
     n_pruned = len(pruned_rows(df))
