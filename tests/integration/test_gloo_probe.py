@@ -5,8 +5,11 @@ the probe at the job's store)."""
 from __future__ import annotations
 
 import json
+import time
 
 from sweeper.capacity.hostcomm import cached_comm, comm_key
+from sweeper.job import gloo_probe
+from sweeper.job.gloo_probe import _free_port as _real_free_port
 from sweeper.job.gloo_probe import host_comm
 
 
@@ -33,3 +36,36 @@ def test_the_probe_measures_two_real_gloo_ranks_caches_them_and_ignores_torchrun
     assert cached_comm(2, path, now=2000.0) == comm  # the driver's torch-free read
     assert host_comm(2, path=path, now=2000.0) == comm  # reused, not measured again
     assert host_comm(1, path=path) is None  # one rank: no collective
+
+
+def test_a_probe_whose_port_is_taken_tries_once_more_on_a_fresh_port(tmp_path, monkeypatch):
+    """Real ports, really taken: the first port the probe picks is held by another listening socket (the race
+    :func:`_free_port` cannot close); rank 0 cannot listen there, the try ends at once and the second try measures."""
+    from tests.integration.test_rendezvous_port import taken_port
+
+    with taken_port() as port:
+        picked = iter([port])
+        monkeypatch.setattr(gloo_probe, "_free_port", lambda: next(picked, None) or _real_free_port())
+        t0 = time.monotonic()
+        comm = gloo_probe.host_comm(2, path=tmp_path / "gloo.json", now=1000.0)
+    assert comm is not None and comm.bandwidth_gb_s > 0
+    assert next(picked, None) is None  # the taken port was tried first
+    assert time.monotonic() - t0 < 60  # the failed try did not wait out the 90 s timeout
+
+
+def test_a_probe_that_fails_in_every_try_records_each_ranks_exception_not_only_its_last_line(tmp_path, monkeypatch):
+    """Every port taken: the error recorded (and shown as why communication is not modelled) names each try's
+    failing rank with the Python exception above the C++ runtime's last words; the rank waiting on the taken port
+    is stopped, not waited for until the timeout."""
+    from tests.integration.test_rendezvous_port import taken_port
+
+    with taken_port() as port:
+        monkeypatch.setattr(gloo_probe, "_free_port", lambda: port)
+        t0 = time.monotonic()
+        assert gloo_probe.host_comm(2, path=tmp_path / "gloo.json", now=1000.0) is None
+        took = time.monotonic() - t0
+    error = json.loads((tmp_path / "gloo.json").read_text())[f"{comm_key(2)}|failed"]["error"]
+    assert error.startswith(f"gloo probe failed in {gloo_probe.ATTEMPTS} tries: "), error
+    assert error.count(f"rank 0 exit 1 (port {port}): ") == gloo_probe.ATTEMPTS, error
+    assert "failed to listen" in error or "EADDRINUSE" in error or "address already in use" in error.lower(), error
+    assert took < 60, took

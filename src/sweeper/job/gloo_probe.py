@@ -209,46 +209,32 @@ def fsdp_unit_cost(plain_s: float, fsdp_s: float, units: int, unit_bytes: float,
     return max(0.0, fsdp_s - plain_s - comm) / units
 
 
+#: A failed probe is tried once more on a fresh port before it is recorded as failed (:data:`RETRY_AFTER_S`): a
+#: port :func:`_free_port` found free can be taken before rank 0 listens on it, and one rank's crash on a loaded host
+#: should not leave the host without a link model for an hour.
+ATTEMPTS = 2
+
+
 def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 90.0) -> HostComm:
-    """Measure gloo's all-reduce and all-gather cost between ``world`` fresh local processes (see the module doc).
+    """Measure gloo's all-reduce and all-gather cost between ``world`` fresh local processes (see the module doc),
+    in up to :data:`ATTEMPTS` tries, each on a port of its own.
 
     Returns:
         The fitted :class:`~sweeper.capacity.hostcomm.HostComm`, its source saying what was measured.
 
     Raises:
-        RuntimeError: a probe process failed or timed out.
+        RuntimeError: every try failed (a probe process exited non-zero, timed out after ``timeout_s`` seconds, or
+            wrote no result); the message gives each try's failing ranks and the end of their stderr.
     """
-    port = _free_port()
-    # not torchrun's variables: under a rank they would point the probe's init_process_group at the job's store
-    env = {k: v for k, v in os.environ.items() if not k.startswith(TORCHRUN_PREFIXES) and k not in TORCHRUN_VARS}
-    env["OMP_NUM_THREADS"] = "1"
-    with tempfile.TemporaryDirectory(prefix="sweeper_gloo_") as tmp:
-        out = Path(tmp) / "times.json"
-        cmd = [sys.executable, "-m", "sweeper.job.gloo_probe", "--world", str(world), "--port", str(port)]
-        procs = [
-            subprocess.Popen(
-                [*cmd, "--rank", str(r), "--reps", str(reps), *(["--out", str(out)] if r == 0 else [])],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            for r in range(world)
-        ]
-        errors = []
-        deadline = time.monotonic() + timeout_s
-        for p in procs:
-            try:
-                _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-                errors.append(f"timed out after {timeout_s:.0f} s")
-                continue
-            if p.returncode:
-                errors.append(err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {p.returncode}"])
-        if errors or not out.exists():
-            raise RuntimeError(f"gloo probe failed: {errors or 'no result written'}")
-        times = json.loads(out.read_text())
+    failures = []
+    for _ in range(ATTEMPTS):
+        try:
+            times = _probe_times(world, reps, timeout_s)
+            break
+        except RuntimeError as e:
+            failures.append(str(e))
+    else:
+        raise RuntimeError(f"gloo probe failed in {ATTEMPTS} tries: " + "; ".join(failures))
     lat, bw = fit_ring(world, times["all_reduce"], times["all_gather"])
     dtensor = float(times["dtensor_step_s"][0][0])
     link = HostComm(lat, bw, "")
@@ -264,6 +250,70 @@ def measure_gloo(world: int = 2, reps: int = 20, timeout_s: float = 90.0) -> Hos
         source=f"measured: gloo all_reduce/all_gather after compute, {world} local ranks, {sizes}, mean of {reps}, "
         f"load average {load:.1f}",
     )
+
+
+#: Lines of a failed probe rank's stderr kept in the error (the Python exception sits above the C++ runtime's last
+#: words, such as "terminate called without an active exception" from a gloo thread at exit).
+STDERR_LINES = 4
+
+
+def _stderr_tail(err: bytes) -> str:
+    lines = [ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+    return " | ".join(lines[-STDERR_LINES:])
+
+
+def _probe_times(world: int, reps: int, timeout_s: float) -> dict[str, Any]:
+    """One try of :func:`measure_gloo`: start the ``world`` probe ranks on a fresh port and return rank 0's timings.
+    When a rank fails, the others are stopped at once (they would wait for it until ``timeout_s``).
+
+    Raises:
+        RuntimeError: a rank exited non-zero or the try ran past ``timeout_s`` seconds (each failing rank with the
+            end of its stderr), or rank 0 wrote no result.
+    """
+    port = _free_port()
+    # not torchrun's variables: under a rank they would point the probe's init_process_group at the job's store
+    env = {k: v for k, v in os.environ.items() if not k.startswith(TORCHRUN_PREFIXES) and k not in TORCHRUN_VARS}
+    env["OMP_NUM_THREADS"] = "1"
+    with tempfile.TemporaryDirectory(prefix="sweeper_gloo_") as tmp:
+        out = Path(tmp) / "times.json"
+        cmd = [sys.executable, "-m", "sweeper.job.gloo_probe", "--world", str(world), "--port", str(port)]
+        errs = [Path(tmp) / f"rank{r}.err" for r in range(world)]
+        procs = []
+        for r in range(world):
+            with errs[r].open("wb") as err_file:
+                procs.append(
+                    subprocess.Popen(
+                        [*cmd, "--rank", str(r), "--reps", str(reps), *(["--out", str(out)] if r == 0 else [])],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err_file,
+                    )
+                )
+        deadline = time.monotonic() + timeout_s
+        timed_out, killed = False, set()
+        while any(p.poll() is None for p in procs):
+            timed_out = time.monotonic() > deadline
+            if timed_out or any(p.returncode for p in procs):
+                killed = {r for r, p in enumerate(procs) if p.poll() is None}
+                for r in killed:
+                    procs[r].kill()
+                for p in procs:
+                    p.wait()
+                break
+            time.sleep(0.05)
+        errors = []
+        for r, p in enumerate(procs):
+            if r in killed:
+                why = f"timed out after {timeout_s:.0f} s" if timed_out else "stopped: another rank failed"
+            elif p.returncode:
+                why = f"exit {p.returncode}"
+            else:
+                continue
+            errors.append(f"rank {r} {why} (port {port}): {_stderr_tail(errs[r].read_bytes()) or 'no stderr'}")
+        if errors or not out.exists():
+            raise RuntimeError("; ".join(errors) or f"rank 0 wrote no result (port {port})")
+        times: dict[str, Any] = json.loads(out.read_text())
+    return times
 
 
 def host_comm(world: int, path: Path | None = None, now: float | None = None) -> HostComm | None:
@@ -284,7 +334,7 @@ def host_comm(world: int, path: Path | None = None, now: float | None = None) ->
     try:
         fresh = measure_gloo(world)
     except (RuntimeError, OSError, ValueError, KeyError) as e:
-        entries[f"{comm_key(world)}|failed"] = {"at": now, "error": str(e)[:500]}
+        entries[f"{comm_key(world)}|failed"] = {"at": now, "error": str(e)[:2000]}
         _store(path, entries)
         return None
     day = time.strftime("%Y-%m-%d", time.gmtime(now))
