@@ -12,7 +12,10 @@ of the config per point cost ~7 ms (1,000 points: 7 s), so where a point only ch
 config without interpolations (``seed=3 launcher.wait=false``), each distinct override is applied once, through
 Hydra's own code, to one typed scratch copy per group choice (and undone there), and the point is the group's plain
 container with the validated values set. Anything else (``+key=``, ``~key``, a dict or list value, an
-interpolation) is composed the typed way, as :func:`compose_points` does.
+interpolation) is composed the typed way, as :func:`compose_points` does. Overrides that every point of the batch
+has (``+cluster.sbatch_extra.hold=true``, a passthrough dict given once on the command line) are applied once, to
+the group composition, not per point, unless a point's own override touches the same key (then that point is composed
+from the group composition with all its overrides in order).
 """
 
 from __future__ import annotations
@@ -28,6 +31,20 @@ from sweeper.config.schema import is_sweeper_config
 
 #: A leaf value the fast path cannot set (the point is composed the typed way).
 _TYPED = object()
+#: A base composition: the group choices (override strings, as typed) and the batch's shared overrides applied to it.
+_Base = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def _overlap(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Some key of ``a`` is a key of ``b``, or a parent or child of one (``x`` and ``x.y``)."""
+    return any(k == j or k.startswith(j + ".") or j.startswith(k + ".") for k in a for j in b)
+
+
+def _common(job_overrides: Sequence[Sequence[str]]) -> frozenset[str]:
+    """The override strings every point of a batch of more than one point has."""
+    if len(job_overrides) < 2:
+        return frozenset()
+    return frozenset(set(job_overrides[0]).intersection(*map(set, job_overrides[1:])))
 
 
 class _Grid:
@@ -40,46 +57,61 @@ class _Grid:
         self.loader, self.master = config_loader, master_config
         self.parser = OverridesParser.create()
         self.parsed: dict[str, Any] = {}
-        self.bases: dict[tuple[str, ...], DictConfig] = {}
-        self.plains: dict[tuple[str, ...], dict[str, Any] | None] = {}
-        self.scratches: dict[tuple[str, ...], DictConfig] = {}
-        self.leaves: dict[tuple[tuple[str, ...], str], Any] = {}
+        self.bases: dict[_Base, DictConfig] = {}
+        self.plains: dict[_Base, dict[str, Any] | None] = {}
+        self.scratches: dict[_Base, DictConfig] = {}
+        self.leaves: dict[tuple[_Base, str], Any] = {}
 
-    def split(self, overrides: Sequence[str]) -> tuple[tuple[str, ...], list[Any]]:
-        """The point's group choices (as typed) and its other overrides (parsed: Hydra's ``Override``)."""
+    def split(self, overrides: Sequence[str], common: frozenset[str] = frozenset()) -> tuple[_Base, list[Any]]:
+        """The point's base (its group choices as typed, and those of ``common``, the overrides every point of the
+        batch has, that apply to it once) and its other overrides (parsed: Hydra's ``Override``)."""
         for o in overrides:
             if o not in self.parsed:
                 (self.parsed[o],) = self.parser.parse_overrides([o])
         parsed = [self.parsed[o] for o in overrides]
         repo = self.loader.repository
         groups = tuple(str(o.input_line) for o in parsed if o.package is not None or repo.group_exists(o.key_or_group))
-        return groups, [o for o in parsed if o.input_line not in groups]
+        rest = [o for o in parsed if o.input_line not in groups]
+        shared = [o for o in rest if o.input_line in common]
+        own = [o for o in rest if o.input_line not in common]
+        if shared and not _overlap([str(o.key_or_group) for o in shared], [str(o.key_or_group) for o in own]):
+            return (groups, tuple(str(o.input_line) for o in shared)), own
+        return (groups, ()), rest
 
-    def base(self, groups: tuple[str, ...]) -> DictConfig:
-        if groups not in self.bases:
-            full = self.loader.load_sweep_config(self.master, list(groups))
-            # the job's own keys only: Hydra's node is most of the config and no task override targets it. Deleted
-            # from the typed config (not masked_copy, which drops the schema: then precision=fp8 would compose)
-            with open_dict(full):
-                del full["hydra"]
-            self.bases[groups] = full
-        return self.bases[groups]
+    def base(self, key: _Base) -> DictConfig:
+        """The typed composition of ``key``'s group choices, its shared overrides applied (Hydra's code)."""
+        if key not in self.bases:
+            groups, shared = key
+            if shared:
+                from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
-    def typed(self, groups: tuple[str, ...], keys: list[Any], overrides: Sequence[str]) -> DictConfig:
-        """The point's typed config: a copy of its group composition, its overrides applied by Hydra."""
+                full = copy.deepcopy(self.base((groups, ())))
+                ConfigLoaderImpl._apply_overrides_to_config([self.parsed[o] for o in shared], full)
+            else:
+                full = self.loader.load_sweep_config(self.master, list(groups))
+                # the job's own keys only: Hydra's node is most of the config and no task override targets it.
+                # Deleted from the typed config (not masked_copy, which drops the schema: then precision=fp8 would
+                # compose)
+                with open_dict(full):
+                    del full["hydra"]
+            self.bases[key] = full
+        return self.bases[key]
+
+    def typed(self, key: _Base, keys: list[Any], overrides: Sequence[str]) -> DictConfig:
+        """The point's typed config: a copy of its base composition, its other overrides applied by Hydra."""
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
-        cfg = copy.deepcopy(self.base(groups))
+        cfg = copy.deepcopy(self.base(key))
         ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
         _refuse_bad_strings(cfg, overrides, is_sweeper_config(cfg))
         return cfg
 
-    def container(self, groups: tuple[str, ...], keys: list[Any], overrides: Sequence[str]) -> dict[str, Any]:
+    def container(self, key: _Base, keys: list[Any], overrides: Sequence[str]) -> dict[str, Any]:
         """The point's config as ``OmegaConf.to_container(typed, resolve=True, enum_to_str=True)`` gives it."""
-        plain = self._plain(groups)
-        values = [self._leaf(groups, o) for o in keys] if plain is not None else [_TYPED]
+        plain = self._plain(key)
+        values = [self._leaf(key, o) for o in keys] if plain is not None else [_TYPED]
         if plain is None or any(v is _TYPED for v in values):
-            typed = OmegaConf.to_container(self.typed(groups, keys, overrides), resolve=True, enum_to_str=True)
+            typed = OmegaConf.to_container(self.typed(key, keys, overrides), resolve=True, enum_to_str=True)
             assert isinstance(typed, dict)
             return {str(k): v for k, v in typed.items()}
         out = copy.deepcopy(plain)
@@ -89,29 +121,29 @@ class _Grid:
             for part in parents:
                 node = node[part]
             node[last] = value
-        _refuse_bad_strings(out, overrides, is_sweeper_config(self.base(groups)))
+        _refuse_bad_strings(out, overrides, is_sweeper_config(self.base(key)))
         return out
 
-    def _plain(self, groups: tuple[str, ...]) -> dict[str, Any] | None:
-        """The group composition as a plain resolved container, or None when it holds an interpolation (its value
+    def _plain(self, key: _Base) -> dict[str, Any] | None:
+        """The base composition as a plain resolved container, or None when it holds an interpolation (its value
         could depend on a point's override) or a missing value."""
-        if groups not in self.plains:
-            base = self.base(groups)
+        if key not in self.plains:
+            base = self.base(key)
             raw = OmegaConf.to_container(base, resolve=False)
             plain = None if _has_special(raw) else OmegaConf.to_container(base, resolve=True, enum_to_str=True)
-            self.plains[groups] = {str(k): v for k, v in plain.items()} if isinstance(plain, dict) else None
-        return self.plains[groups]
+            self.plains[key] = {str(k): v for k, v in plain.items()} if isinstance(plain, dict) else None
+        return self.plains[key]
 
-    def _leaf(self, groups: tuple[str, ...], o: Any) -> Any:
+    def _leaf(self, key: _Base, o: Any) -> Any:
         """The validated plain value ``o`` (a plain ``key=value`` on an existing leaf) sets, once per group choice
         and override: applied by Hydra to the group's typed scratch copy, read, and undone there. :data:`_TYPED`
         for any other override, or one that fails (the typed composition then raises Hydra's own error)."""
-        memo = (groups, str(o.input_line))
+        memo = (key, str(o.input_line))
         if memo not in self.leaves:
-            self.leaves[memo] = self._validated(groups, o)
+            self.leaves[memo] = self._validated(key, o)
         return self.leaves[memo]
 
-    def _validated(self, groups: tuple[str, ...], o: Any) -> Any:
+    def _validated(self, key: _Base, o: Any) -> Any:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
         if o.package is not None or o.is_add() or o.is_delete() or o.is_force_add():
@@ -119,26 +151,26 @@ class _Grid:
         value = o.value()
         if not isinstance(value, (bool, int, float, str, type(None))) or _has_special(value):
             return _TYPED
-        key = str(o.key_or_group)
-        plain = self._plain(groups)
-        *parents, last = key.split(".")
+        name = str(o.key_or_group)
+        plain = self._plain(key)
+        *parents, last = name.split(".")
         for part in parents:
             plain = plain.get(part) if isinstance(plain, dict) else None
         if not isinstance(plain, dict) or last not in plain or isinstance(plain[last], (dict, list)):
             return _TYPED  # not an existing leaf of a mapping
-        scratch = self.scratches.pop(groups, None)  # given back below only if it is left as it was
+        scratch = self.scratches.pop(key, None)  # given back below only if it is left as it was
         if scratch is None:
-            scratch = copy.deepcopy(self.base(groups))
-        old = OmegaConf.select(scratch, key)
+            scratch = copy.deepcopy(self.base(key))
+        old = OmegaConf.select(scratch, name)
         try:
             ConfigLoaderImpl._apply_overrides_to_config([o], scratch)
-            new = OmegaConf.select(scratch, key)
-            OmegaConf.update(scratch, key, old, merge=True)
+            new = OmegaConf.select(scratch, name)
+            OmegaConf.update(scratch, name, old, merge=True)
         except Exception:  # noqa: BLE001 - the typed composition of the point raises Hydra's own error
             return _TYPED
-        if OmegaConf.is_config(new) or OmegaConf.select(scratch, key) != old:
+        if OmegaConf.is_config(new) or OmegaConf.select(scratch, name) != old:
             return _TYPED
-        self.scratches[groups] = scratch
+        self.scratches[key] = scratch
         return new.name if isinstance(new, Enum) else new
 
 
@@ -203,7 +235,8 @@ def compose_containers(
     if cached is not None and cached[0] is master_config:
         return cached[1]
     grid = _Grid(config_loader, master_config)
-    out = [grid.container(*grid.split(overrides), overrides) for overrides in job_overrides]
+    common = _common(job_overrides)
+    out = [grid.container(*grid.split(overrides, common), overrides) for overrides in job_overrides]
     _LAST.clear()
     _LAST[key] = (master_config, out)
     return out
