@@ -195,7 +195,7 @@ def test_report_md_marks_the_frontier_and_lists_failures_and_replays(sweep: Path
     assert "# Sweep sw-test" in text
     assert "node-7" in text and "4242" in text  # environment, SLURM job id
     assert "**fsdp**: `full_shard`, `none`" in text  # grid axis that varies
-    results = text.split("## Results")[1].split("## Failures")[0]
+    results = text.split("## Results")[1].split("## Pending")[0]
     rows = rows_by_point(main_table(results))
     assert "★" in rows["aaaa00000001"] and "★" in rows["aaaa00000002"] and "★" in rows["aaaa00000004"]
     assert "★" not in rows["aaaa00000003"]
@@ -208,8 +208,10 @@ def test_report_md_marks_the_frontier_and_lists_failures_and_replays(sweep: Path
     assert "| 6.000 |" in rows["aaaa00000001"]  # optimizer state MiB
     assert "tokens/s/device" in results and "peak mem (GiB)" in results and "opt state/rank (MiB)" in results
     assert "max_memory_allocated" in results.split("★ = on the Pareto frontier")[1]  # peak-mem kind explained
+    pending = text.split("## Pending")[1].split("## Failures")[0]  # apart: no result yet is not a failure
+    assert "| no result yet | 1 |" in pending and "eeee00000000" in pending
     failures = text.split("## Failures")[1].split("## Replay")[0]
-    assert OOM.reason in failures and ERROR.reason in failures and "no result yet" in failures
+    assert OOM.reason in failures and ERROR.reason in failures and "eeee00000000" not in failures
     assert "checkpoint-recompute" in failures
     oom_row = rows_by_point(details(failures))["ffff00000001"]
     assert "| 340 |" in oom_row and "| 18 |" in oom_row and "| 95 |" in oom_row

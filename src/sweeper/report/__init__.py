@@ -9,11 +9,12 @@
 - ``frontier.png``: the same plot as a static image.
 
 Modules, one job each: :mod:`~sweeper.report.build` (the files), :mod:`~sweeper.report.document` (the content as a
-structure), :mod:`~sweeper.report.tables` (results and failures tables), :mod:`~sweeper.report.axes` (the swept
-axes), :mod:`~sweeper.report.notes` (how each number was measured), :mod:`~sweeper.report.render` (Markdown, and
-HTML from it), :mod:`~sweeper.report.md` (escaping outside text), :mod:`~sweeper.report.fmt` (values for people),
-:mod:`~sweeper.report.plot_data` (what the plot shows; drawn by ``plot_html``, plotly, and ``plot_png``,
-matplotlib), :mod:`~sweeper.results.frontier` (the Pareto frontier), :mod:`~sweeper.report.cli` (the command).
+structure, of :mod:`~sweeper.report.blocks`), :mod:`~sweeper.report.tables` (results, pending and failures tables),
+:mod:`~sweeper.report.axes` (the swept axes), :mod:`~sweeper.report.notes` (how each number was measured),
+:mod:`~sweeper.report.render` (Markdown, and HTML from it), :mod:`~sweeper.report.md` (escaping outside text),
+:mod:`~sweeper.report.fmt` (values for people), :mod:`~sweeper.report.plot_data` (what the plot shows; drawn by
+``plot_html``, plotly, and ``plot_png``, matplotlib), :mod:`~sweeper.results.frontier` (the Pareto frontier),
+:mod:`~sweeper.report.cli` (the command).
 
 Memory is shown in one unit per report: GiB (2**30 bytes) when the largest recorded peak memory is at least 1 GiB,
 else MiB (2**20 bytes); booleans are spelled ``true``/``false`` as on the command line. Each table of report.md and

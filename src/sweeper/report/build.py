@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.report.axes import grid_of
-from sweeper.report.document import PLOT_MIN_POINTS, PNG_MIN_OK, build_document
+from sweeper.report.blocks import PNG_MIN_OK, interactive_plot
+from sweeper.report.document import build_document
 from sweeper.report.fmt import mem_unit
 from sweeper.report.plot_data import plot_data
 from sweeper.report.plot_html import plot_html
@@ -56,8 +57,8 @@ def build_report(
     collected: Collected | None = None,
 ) -> Path:
     """Write ``results.csv``, ``results.parquet``, ``report.md``, ``report.html`` (its interactive plot from
-    :data:`~sweeper.report.document.PLOT_MIN_POINTS` points on) and, with at least
-    :data:`~sweeper.report.document.PNG_MIN_OK` ok points, ``frontier.png`` (from
+    :func:`~sweeper.report.blocks.interactive_plot`) and, with at least
+    :data:`~sweeper.report.blocks.PNG_MIN_OK` ok points, ``frontier.png`` (from
     :data:`~sweeper.report.png_child.CHILD_MIN_POINTS` points on, drawn by a child process meanwhile) into
     ``sweep_dir``, each atomically
     (:mod:`sweeper.results.atomic`), from the records on disk (point folders without ``result.json`` show as
@@ -114,7 +115,7 @@ def _build(
     unit = mem_unit(df)
     doc = build_document(sweep, records, df, max_rows, grid, device_mem_gib, wandb_mode)
     n_ok = int((df["status"] == "ok").sum()) if "status" in df.columns else 0
-    draw_png, interactive = n_ok >= PNG_MIN_OK, len(df) >= PLOT_MIN_POINTS
+    draw_png, interactive = n_ok >= PNG_MIN_OK, interactive_plot(df)
     data = plot_data(df, grid.axes(df.columns), device_mem_gib, unit) if draw_png or interactive else None
     png = sweep.frontier_png
     drawn_beside = child is not None and draw_png and data is not None

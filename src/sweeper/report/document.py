@@ -1,22 +1,29 @@
-"""The report's content as a structure: a title and sections of blocks, rendered to Markdown and HTML by
-:mod:`sweeper.report.render`.
-
-Text blocks (:class:`Para`, :class:`Bullets`) hold Markdown in which every piece of outside text went through
-:mod:`sweeper.report.md`; :class:`Table` and :class:`Code` hold plain text that the renderer escapes or fences;
-:class:`Fold` holds secondary content (a details table) that report.html shows folded.
-"""
+"""The report's content as a structure: a title and sections of blocks (:mod:`sweeper.report.blocks`), rendered
+to Markdown and HTML by :mod:`sweeper.report.render`."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from sweeper.redact import referenced_variables
 from sweeper.report.axes import DERIVED, Grid, grid_of, grid_values
+from sweeper.report.blocks import (
+    PNG_MIN_OK,
+    Block,
+    Bullets,
+    Code,
+    Document,
+    Fold,
+    Para,
+    Plot,
+    Section,
+    Table,
+    interactive_plot,
+)
 from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
 from sweeper.report.headline import answer
 from sweeper.report.md import code, escape, one_line, strong
@@ -35,6 +42,7 @@ from sweeper.report.tables import (
     FRONTIER_MARK,
     failure_details_table,
     failures_table,
+    pending_table,
     pruned_table,
     results_details_table,
     results_table,
@@ -46,85 +54,6 @@ from sweeper.report.tables import (
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.settings import WandbSettings
-
-
-@dataclass(frozen=True)
-class Para:
-    """A paragraph of Markdown (outside text already escaped)."""
-
-    markdown: str
-
-
-@dataclass(frozen=True)
-class Bullets:
-    """A bullet list; each item Markdown on one line (outside text already escaped)."""
-
-    items: list[str]
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table of display strings (plain text: escaped when rendered)."""
-
-    frame: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class Code:
-    """Plain text shown verbatim in a code block (shell commands)."""
-
-    text: str
-    info: str = "sh"
-
-
-@dataclass(frozen=True)
-class Plot:
-    """Where the throughput vs peak-memory plot goes.
-
-    Attributes:
-        png: whether ``frontier.png`` is drawn too (at least :data:`PNG_MIN_OK` ok points: a lone point has no
-            frontier to draw, and matplotlib costs it about a second).
-        interactive: whether report.html has the interactive plot (at least :data:`PLOT_MIN_POINTS` points of any
-            status: a single point has nothing to be compared with, and building the plotly figure costs it about
-            half a second, ``benchmarks/harness_overhead.py``).
-    """
-
-    png: bool = True
-    interactive: bool = True
-
-
-#: The fewest ok points for which ``frontier.png`` is drawn.
-PNG_MIN_OK = 2
-#: The fewest points (any status) for which report.html has the interactive plot.
-PLOT_MIN_POINTS = 2
-
-
-@dataclass(frozen=True)
-class Fold:
-    """Secondary content under a plain-text summary: a ``###`` heading in report.md, folded in report.html."""
-
-    summary: str
-    blocks: list[Block]
-
-
-Block = Para | Bullets | Table | Code | Plot | Fold
-
-
-@dataclass
-class Section:
-    """A ``##`` section (plain-text title; the first section has none)."""
-
-    title: str
-    blocks: list[Block] = field(default_factory=list)
-
-
-@dataclass
-class Document:
-    """The whole report: a plain-text title and its sections."""
-
-    title: str
-    sections: list[Section]
-
 
 _ALL_ROWS = "`results.csv` / `results.parquet` (next to this file) hold all of them."
 
@@ -172,6 +101,8 @@ def build_document(
         sections.append(Section("Pruned before launch", _pruned(df, axes)))
     if len(df) and (df["status"] == "skipped").any():
         sections.append(Section("Skipped by the search", _skipped(df, axes)))
+    if len(df) and (df["status"] == "pending").any():
+        sections.append(Section("Pending", _pending(df, sweep)))
     sections += [
         Section("Failures", _failures(df, axes, max_rows)),
         Section("Replay", _replays(records, df, max_rows)),
@@ -246,7 +177,7 @@ def _grid(grid: Grid) -> list[Block]:
 
 def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows: int | None) -> list[Block]:
     ok_rows, n_ok = shown_ok(df, max_rows)
-    blocks: list[Block] = [Plot(png=n_ok >= PNG_MIN_OK, interactive=len(df) >= PLOT_MIN_POINTS)]
+    blocks: list[Block] = [Plot(png=n_ok >= PNG_MIN_OK, interactive=interactive_plot(df))]
     table = results_table(ok_rows, axes, unit, predicted_values=False)
     if not len(table):
         return [*blocks, Para("No point finished with status ok, so there is no frontier.")]
@@ -329,6 +260,21 @@ def _skipped(df: pd.DataFrame, axes: list[str]) -> list[Block]:
     ]
 
 
+def _pending(df: pd.DataFrame, sweep: SweepDir) -> list[Block]:
+    table = pending_table(df)
+    n = int((df["status"] == "pending").sum())
+    where = shlex.quote(str(sweep.path))
+    return [
+        Para(
+            f"{n:,} point(s) have no result yet, counted here by what is known of them. "
+            f"{code(f'python -m sweeper.status {where}')} asks the scheduler again and lists each; "
+            f"{code(f'python -m sweeper.report {where}')} rebuilds this report from the results so far; "
+            "every point's reason is in `results.csv`."
+        ),
+        Table(table),
+    ]
+
+
 def _pruned(df: pd.DataFrame, axes: list[str]) -> list[Block]:
     table = pruned_table(df, axes)
     return [
@@ -366,7 +312,14 @@ def _replays(records: Sequence[Record], df: pd.DataFrame, max_rows: int | None) 
     keep = shown_replays([r.point_id for r in records], df, ok_rows, bad_rows, max_rows)
     shown = [r for r in records if r.point_id in keep]
     if not shown:
-        return [Para("No points.")]
+        if not records:
+            return [Para("No points.")]
+        return [
+            Para(
+                f"None shown: no point is on the frontier or failed. **{len(records):,} commands left out**: the "
+                "`replay` column of `results.csv` / `results.parquet` holds every point's."
+            )
+        ]
     commands = [
         one_line(f"# {r.point_id} ({r.status}) {' '.join(cli_overrides(' '.join(r.overrides or [])))}").rstrip()
         + "\n"

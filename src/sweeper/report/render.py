@@ -1,4 +1,4 @@
-"""Rendering the report's :class:`~sweeper.report.document.Document`: Markdown text, and HTML made from that
+"""Rendering the report's :class:`~sweeper.report.blocks.Document`: Markdown text, and HTML made from that
 Markdown by markdown-it-py (CommonMark with GFM tables; raw HTML disabled, no linkify, no typographer), so a
 ``<script>`` in a failure reason is text in report.html exactly as it is text in report.md.
 
@@ -14,7 +14,7 @@ import html
 from markdown_it import MarkdownIt
 
 from sweeper.report import md
-from sweeper.report.document import Block, Bullets, Code, Document, Fold, Para, Plot, Table
+from sweeper.report.blocks import Block, Bullets, Code, Document, Fold, Para, Plot, Table
 
 _PLOT_NOTE = "Plot: `frontier.png` (static) and `report.html` (interactive), next to this file."
 _PLOT_NOTE_NO_PNG = "Plot: `report.html` (interactive), next to this file (no `frontier.png`: fewer than 2 ok points)."

@@ -30,6 +30,9 @@ FRONTIER_DEFINITION = (
 )
 #: Statuses the failures table leaves out: listed apart (:func:`pruned_table`, :func:`skipped_table`).
 APART = ("pruned", "skipped")
+#: Statuses that are not failures: :data:`APART`, and ``pending`` (no result yet), counted by reason
+#: (:func:`pending_table`).
+NOT_FAILURES = (*APART, "pending")
 #: Display headers of columns whose name is not self-explaining.
 AXIS_HEADERS = {"fp32_master_weights": "fp32 master weights"}
 
@@ -154,9 +157,60 @@ def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None)
 
 
 def sort_failures(df: pd.DataFrame) -> pd.DataFrame:
-    """The non-``ok`` rows but those listed apart (:data:`APART`), by status then point id."""
-    bad = (df["status"] != "ok") & ~df["status"].isin(APART)
+    """The non-``ok`` rows but those that are not failures (:data:`NOT_FAILURES`), by status then point id."""
+    bad = (df["status"] != "ok") & ~df["status"].isin(NOT_FAILURES)
     return df[bad].sort_values(["status", "point_id"], kind="stable")
+
+
+def pending_table(df: pd.DataFrame, first: int = 3) -> pd.DataFrame:
+    """The ``pending`` points counted by what is known of them (their reason without the job id and time,
+    :func:`sweeper.results.collect.pending_kind`), most points first: the reason, the number of points, their SLURM
+    jobs (an array's tasks as ``12_[0-9,11]``), when the scheduler was last asked (the latest ``as of``), and the
+    ``first`` point ids. No pending point: an empty frame."""
+    from sweeper.results.collect import pending_as_of, pending_kind
+
+    rows = df[df["status"] == "pending"].sort_values("point_id", kind="stable")
+    reasons = [text(v) for v in rows["reason"]]
+    groups: dict[str, list[int]] = {}
+    for i, reason in enumerate(reasons):
+        groups.setdefault(pending_kind(reason), []).append(i)
+    ids, jobs = rows["point_id"].astype(str).tolist(), rows["slurm_job_id"].tolist()
+    out: dict[str, list[str]] = {"what is known": [], "points": [], "SLURM jobs": [], "as of": [], "first points": []}
+    for kind, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        times = [t for t in (pending_as_of(reasons[i]) for i in members) if t]
+        out["what is known"].append(kind)
+        out["points"].append(f"{len(members):,}")
+        out["SLURM jobs"].append(job_ranges([str(jobs[i]) for i in members if not missing(jobs[i])]) or MISSING)
+        out["as of"].append(max(times) if times else MISSING)
+        out["first points"].append(
+            ", ".join(ids[i] for i in members[:first]) + (", ..." if len(members) > first else "")
+        )
+    return _drop_empty(out, keep={"what is known", "points", "first points"})
+
+
+def job_ranges(job_ids: Sequence[str]) -> str:
+    """SLURM job ids written the way ``squeue`` writes an array: ``12_[0-3,7], 15`` for tasks 0-3 and 7 of array
+    job 12 and job 15 (array tasks ``<array>_<task>``); ids of another form are listed as they are. Empty: ``""``."""
+    tasks: dict[str, list[int]] = {}
+    for job in dict.fromkeys(job_ids):
+        array, _, task = job.partition("_")
+        if task.isdigit():
+            tasks.setdefault(array, []).append(int(task))
+        else:
+            tasks.setdefault(job, [])
+    parts = []
+    for array, numbers in tasks.items():
+        if not numbers:
+            parts.append(array)
+            continue
+        spans: list[list[int]] = []
+        for n in sorted(numbers):
+            if spans and n == spans[-1][1] + 1:
+                spans[-1][1] = n
+            else:
+                spans.append([n, n])
+        parts.append(f"{array}_[" + ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans) + "]")
+    return ", ".join(parts)
 
 
 def pruned_table(df: pd.DataFrame, axes: Sequence[str] = ()) -> pd.DataFrame:
@@ -260,10 +314,10 @@ def shown_ok(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]
 
 
 def shown_failures(df: pd.DataFrame, max_rows: int | None) -> tuple[pd.DataFrame, int]:
-    """(the non-``ok`` rows the failures table shows, how many there are; pruned points are listed apart and not
-    counted): at most ``max_rows``, taken in turn from each status (lowest point ids first) so that every status
-    shows. With ``max_rows`` None or no more rows than that, ``df`` itself."""
-    is_bad = (df["status"] != "ok") & ~df["status"].isin(APART)
+    """(the non-``ok`` rows the failures table shows, how many there are; pruned, skipped and pending points are
+    listed apart and not counted): at most ``max_rows``, taken in turn from each status (lowest point ids first) so
+    that every status shows. With ``max_rows`` None or no more rows than that, ``df`` itself."""
+    is_bad = (df["status"] != "ok") & ~df["status"].isin(NOT_FAILURES)
     n_bad = int(is_bad.sum())
     if max_rows is None or n_bad <= max_rows:
         return df, n_bad
@@ -286,7 +340,8 @@ def shown_replays(
     if max_rows is None or len(point_ids) <= max_rows:
         return set(point_ids)
     front = df.loc[df["on_frontier"].astype(bool), "point_id"].tolist()
-    bad = bad_shown.loc[bad_shown["status"] != "ok", "point_id"].tolist()
+    failed = (bad_shown["status"] != "ok") & ~bad_shown["status"].isin(NOT_FAILURES)
+    bad = bad_shown.loc[failed, "point_id"].tolist()
     ok = sort_ok(ok_shown)["point_id"].tolist()
     wanted = list(dict.fromkeys([*front, *bad, *ok]))
     return set(wanted[: max(max_rows, len(front))])

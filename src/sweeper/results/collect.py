@@ -7,6 +7,7 @@ killed; on SLURM: its job is queued or running). Its spec comes from ``submitted
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,23 @@ def pending_reason(job_id: str | None, queued: dict[str, Any] | None) -> str:
     state = str(queued.get("state") or "PENDING")
     said = f"{state}, {queued.get('explained') or queued.get('reason') or 'no reason given yet'}"
     return f"no result yet: SLURM job {job_id} is {said} (as of {queued.get('asked_at', '?')})"
+
+
+#: The parts of a :func:`pending_reason` that differ between the points of one state: the job id, when it was asked.
+_PER_JOB = re.compile(r"(SLURM job) [0-9]+(?:_[0-9]+)?| \(as of [^)]*\)")
+_AS_OF = re.compile(r" \(as of ([^)]*)\)$")
+
+
+def pending_kind(reason: str) -> str:
+    """A pending point's reason without what differs from job to job (the SLURM job id, the time the scheduler was
+    asked: :func:`pending_reason`), so that the points the scheduler says the same of are counted together:
+    ``no result yet: SLURM job 12_3 is PENDING, ... (as of 10:00)`` gives ``no result yet: SLURM job is PENDING,
+    ...``. Other reasons are returned as they are."""
+    return _PER_JOB.sub(lambda m: m.group(1) or "", reason)
+
+
+def pending_as_of(reason: str) -> str | None:
+    """When the scheduler was asked about a pending point's job (the ``as of`` of :func:`pending_reason`, an ISO
+    time as ``queue.json`` holds it), or None when its reason has none."""
+    m = _AS_OF.search(reason)
+    return m.group(1) if m else None
