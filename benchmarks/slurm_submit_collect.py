@@ -72,13 +72,29 @@ def bench_submission(n: int, workdir: Path, wandb: str | None = None) -> tuple[f
     )
     wall = time.perf_counter() - t0
     arrays = re.findall(r"sbatch: array (\d+) with (\d+) task\(s\) in ([\d.]+) s", done.stdout)
-    for array, _, _ in arrays:
-        subprocess.run(["scancel", array], check=False)
+    cancel([array for array, _, _ in arrays])
     if done.returncode != 0:
         raise RuntimeError(f"exit {done.returncode}: {done.stdout[-1500:]}{done.stderr[-1500:]}")
     out = done.stdout
     assert sum(int(k) for _, k, _ in arrays) == n, out[-2000:]
     return wall, sum(float(t) for _, _, t in arrays) if arrays else None
+
+
+def cancel(arrays: list[str], timeout_s: float = 60.0) -> None:
+    """``scancel`` the arrays, then wait until ``squeue`` lists none of their tasks: slurmctld cancelling 1,000 held
+    tasks is busy for seconds, and the next submission measured would pay for it (its ``sbatch`` took 0.5, 0.9 and
+    1.2 s in three back-to-back runs without this wait)."""
+    if not arrays:
+        return
+    subprocess.run(["scancel", *arrays], check=False)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = subprocess.run(
+            ["squeue", "--noheader", "--format=%i", "--jobs", ",".join(arrays)], capture_output=True, text=True
+        )
+        if listed.returncode != 0 or not listed.stdout.strip():
+            return
+        time.sleep(0.5)
 
 
 def bench_results(n: int, workdir: Path) -> float:
