@@ -65,6 +65,19 @@ def parse_size(text: str) -> int:
     return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
+def significant(x: float, digits: int = 3, zeros: bool = False) -> str:
+    """``x`` for people, as the report's tables write numbers: thousands separators from 1,000 up (no decimals),
+    else ``digits`` significant digits (trailing zeros kept when ``zeros``: ``3.00``)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:{'#' if zeros else ''}.{digits}g}".rstrip(".")
+
+
+def peak_text(n: float) -> str:
+    """A memory figure (bytes) as the report shows it: MiB (2**20 bytes) below 1 GiB, else GiB (2**30 bytes), three
+    significant digits (:func:`significant`): ``12_140_000`` -> ``"11.6 MiB"``, ``3 * 2**30`` -> ``"3.00 GiB"``."""
+    unit, scale = ("MiB", MIB) if abs(n) < GIB else ("GiB", GIB)
+    return f"{significant(n / scale, 3, zeros=True)} {unit}"
+
+
 def format_bytes(n: int | None) -> str:
     """Display a byte count in binary units with two decimals: ``356515840`` -> ``"340.00 MiB"``.
 

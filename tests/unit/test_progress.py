@@ -47,7 +47,7 @@ def test_an_ok_line_has_throughput_and_binary_memory_units():
     )
     line = progress.summary_line(1, 4, ["gc=true"], record)
     assert line.startswith("[2/4] gc=true  ok")
-    assert "12,346 tokens/s/device" in line and "peak 3.0 MiB" in line and "(2.0 s)" in line
+    assert "12,346 tokens/s/device" in line and "peak 3.00 MiB" in line and "(2.0 s)" in line
 
 
 # --- where a point is: its window and step, from the spec and the ranks' step files -----------------------------
@@ -215,3 +215,20 @@ def test_an_auto_point_past_its_warm_up_is_not_labelled_with_a_window_it_may_hav
     assert progress.read_position(spec, tmp_path).text() == "warm-up  step 2/25"
     _steps(tmp_path, r0=12, r1=12)  # the timed window may have ended at step 10: memory or profile now
     assert progress.read_position(spec, tmp_path).text() == "timed (auto) or after  step 13/<=25"
+
+
+def test_the_terminal_writes_a_peak_as_the_report_does():
+    """Three significant digits, MiB below 1 GiB and GiB from there (report.fmt.num with the report's unit)."""
+    from sweeper.report.fmt import num
+    from sweeper.units import GIB, MIB, peak_text
+
+    for peak, shown in [
+        (12_140_000, "11.6 MiB"),
+        (3 * MIB, "3.00 MiB"),
+        (1010 * MIB, "1,010 MiB"),
+        (3 * GIB, "3.00 GiB"),
+    ]:
+        unit = GIB if peak >= GIB else MIB
+        assert peak_text(peak) == shown == f"{num(peak, unit, 3, zeros=True)} {'GiB' if unit == GIB else 'MiB'}"
+    record = Record(sweep_id="s", point_id="p", status="ok", metrics={"peak_mem_bytes": 12_140_000})
+    assert "peak 11.6 MiB" in progress.summary_line(0, 1, [], record)

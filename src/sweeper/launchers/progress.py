@@ -32,7 +32,7 @@ from rich.text import Text
 from sweeper.config.spec import PointSpec
 from sweeper.results.rankfile import read_rank_steps
 from sweeper.results.record import Record
-from sweeper.units import MIB
+from sweeper.units import peak_text
 
 _console = Console(stderr=False, highlight=False, markup=False, emoji=False)
 
@@ -279,15 +279,16 @@ def announce(
 def summary_line(
     index: int, total: int | None, overrides: list[str], record: Record, eta_s: float | None = None
 ) -> str:
-    """One line: position and overrides, status, tokens/s per device and peak memory (MiB = 2**20 bytes) when
-    ``ok``, else the reason; wall time in seconds; the sweep's ETA (``eta_s``, s) when known and not 0."""
+    """One line: position and overrides, status, tokens/s per device and peak memory (as the report writes it:
+    :func:`sweeper.units.peak_text`, MiB = 2**20 bytes) when ``ok``, else the reason; wall time in seconds; the
+    sweep's ETA (``eta_s``, s) when known and not 0."""
     m = record.metrics
     parts = [_label(index, total, overrides), record.status]
     if record.status == "ok":
         parts.append(f"{m.get('tokens_per_s_per_device', 0):,.0f} tokens/s/device")
         peak = m.get("peak_mem_bytes")
         if peak is not None:
-            parts.append(f"peak {peak / MIB:,.1f} MiB")
+            parts.append(f"peak {peak_text(peak)}")
     else:
         parts.append(record.reason or "")
     if record.wall_time_s is not None:

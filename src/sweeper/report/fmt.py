@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper.units import GIB, MIB
+from sweeper.units import GIB, MIB, significant
 
 #: What a missing value shows as.
 MISSING = "—"
@@ -33,7 +33,7 @@ def num(v: Any, scale: float = 1.0, digits: int = 4, zeros: bool = False) -> str
         x = float(v) / scale
     except (TypeError, ValueError):
         return str(v)
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:{'#' if zeros else ''}.{digits}g}".rstrip(".")
+    return significant(x, digits, zeros)
 
 
 def text(v: Any) -> str:
