@@ -96,3 +96,18 @@ def test_passthrough_axes_are_columns_and_architecture_numbers_follow_the_model(
     tiny, gpt2 = (csv[csv["model"] == m].iloc[0] for m in ("tiny", "gpt2"))
     assert tiny["model.config.hidden_size"] == 64 and gpt2["model.config.n_embd"] == 768
     assert pd.isna(gpt2["model.config.hidden_size"])  # each architecture's own keys
+
+
+def test_the_grid_tells_what_the_command_line_fixed_from_the_defaults(loader_and_master, tmp_path):  # noqa: F811
+    grid = [
+        ["gc=true", "timed_steps=3", "+training_args.max_grad_norm=0.5"],
+        ["gc=false", "timed_steps=3", "+training_args.max_grad_norm=0.5"],
+    ]
+    grid_text = section(run(loader_and_master, tmp_path, grid), "Grid")
+    given, _, rest = grid_text.partition("### ")
+    assert "Fixed on the command line: " in given
+    assert "`timed_steps=3`" in given and "`training_args.max_grad_norm=0.5`" in given
+    assert "`precision=" not in given and "`seq_len=" not in given  # defaults: folded below, not among the given
+    assert rest.startswith("The same for every point, from the defaults (")
+    assert "`precision=fp32`" in rest and "`timed_steps=3`" not in rest
+    assert "**gc**" in given  # the swept key, with its values

@@ -108,7 +108,7 @@ def build_document(
         Section("Replay", _replays(records, df, max_rows)),
         *_wandb(sweep, wandb_mode, WandbSettings.from_dict(info.get("wandb")).project),
         Section("How each number was measured", [Bullets(method_notes(df, unit[0]))]),
-        Section("Grid", _grid(grid)),
+        Section("Grid", _grid(grid, records)),
         Section("Environment", _environment(records)),
     ]
     if info:
@@ -158,12 +158,15 @@ def _jit_locks(records: Sequence[Record]) -> list[Block]:
     ]
 
 
-def _grid(grid: Grid) -> list[Block]:
+def _grid(grid: Grid, records: Sequence[Record]) -> list[Block]:
     blocks: list[Block] = []
     if grid.varying:
         blocks.append(Bullets([f"{strong(k)}: {grid_values(vs)}" for k, vs in grid.varying.items()]))
-    if grid.fixed:
-        blocks.append(Para("Fixed: " + ", ".join(code(f"{k}={cli(v)}") for k, v in grid.fixed.items())))
+    given = given_keys(records)
+    chosen = {k: v for k, v in grid.fixed.items() if _given(k, given)}
+    defaults = {k: v for k, v in grid.fixed.items() if k not in chosen}
+    if chosen:
+        blocks.append(Para("Fixed on the command line: " + ", ".join(code(f"{k}={cli(v)}") for k, v in chosen.items())))
     derived = grid.derived.get(DERIVED, [])
     if len(derived) == 1:
         blocks.append(
@@ -172,6 +175,9 @@ def _grid(grid: Grid) -> list[Block]:
                 "(see How each number was measured, above)."
             )
         )
+    if defaults:  # last: report.md's fold is a heading, and what follows it would read as part of it
+        listed = Para(", ".join(code(f"{k}={cli(v)}") for k, v in defaults.items()))
+        blocks.append(Fold(f"The same for every point, from the defaults ({len(defaults):,} settings)", [listed]))
     return blocks or [Para("No point specs recorded.")]
 
 
@@ -232,6 +238,18 @@ def _predicted(df: pd.DataFrame, records: Sequence[Record]) -> list[Block]:
         blocks.append(Code(command))
     blocks += [Para(n) for n in notes]
     return blocks
+
+
+def given_keys(records: Sequence[Record]) -> set[str]:
+    """The keys every point's overrides set (``timed_steps=3``, ``+training_args.optim=sgd`` gives
+    ``training_args.optim``): what the command line fixed for the whole grid, as opposed to the defaults."""
+    sets = [{o.lstrip("+~").partition("=")[0] for o in r.overrides or []} for r in records if r.spec]
+    return set.intersection(*sets) if sets else set()
+
+
+def _given(column: str, given: set[str]) -> bool:
+    """Whether the grid column ``column`` is, or is inside, or holds, a key in ``given``."""
+    return any(column == k or column.startswith(k + ".") or k.startswith(column + ".") for k in given)
 
 
 def _search(sweep: SweepDir) -> list[Block]:
