@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,54 @@ def test_a_batch_that_cannot_run_is_refused_before_any_sbatch(hydra_sweep_runner
         with _sweep(hydra_sweep_runner, tmp_path, task, "+a=0", *([override] if override else [])):
             pass
     assert not (tmp_path / "slurm").exists()  # no job array was submitted
+
+
+def _cancel_when_started(marker: Path, cancelled: list[str], deadline_s: float = 120.0) -> None:
+    """Wait until the job writes ``marker`` (its SLURM job id), then ``scancel`` that job (a user's, or an admin's)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if marker.exists() and marker.read_text().strip():
+            job = marker.read_text().strip()
+            subprocess.run(["scancel", job], check=True)
+            cancelled.append(job)
+            return
+        time.sleep(0.2)
+
+
+@pytest.mark.slurm
+@NEEDS_DEV_SLURM
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_a_scancelled_job_fails_its_run_after_the_batch_ends_and_the_other_run_still_returns(
+    hydra_sweep_runner, tmp_path
+):
+    """A job that ends without a return (here ``scancel`` while its task function runs) is that run's FAILED return
+    holding submitit's error, raised by the sweeper once every job of the batch has ended: the other run's job is
+    waited for and returns, and nothing of the array is left queued or running."""
+    import submitit
+
+    marker = tmp_path / "started"
+
+    def waits_for_cancel(cfg) -> str:  # defined here: cloudpickle sends it by value
+        if cfg.a == 0:
+            marker.write_text(f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}")
+            time.sleep(100)
+        else:
+            time.sleep(3)  # still running when its neighbour is cancelled
+        return f"a={cfg.a} done"
+
+    cancelled: list[str] = []
+    canceller = threading.Thread(target=_cancel_when_started, args=(marker, cancelled), daemon=True)
+    canceller.start()
+    start = time.monotonic()
+    with pytest.raises(submitit.core.utils.UncompletedJobError, match=r"CANCELLED") as raised:
+        with _sweep(hydra_sweep_runner, tmp_path, waits_for_cancel, "+a=0,1"):
+            pass
+    canceller.join(timeout=1)
+    assert cancelled and time.monotonic() - start < 90  # ended by the cancel, not by the job's 100 s or its limit
+    (job,) = cancelled
+    assert any(f"SLURM job {job}" in note for note in raised.value.__notes__)  # the run and its job named
+    array = job.split("_")[0]
+    results = [p.name for p in (tmp_path / "slurm").glob(f"{array}_*/*_result.pkl")]
+    assert results == [f"{array}_1_0_result.pkl"], results  # the other run returned
+    listed = subprocess.run(["squeue", "-h", "-j", array, "-o", "%i"], capture_output=True, text=True).stdout
+    assert not listed.strip()  # nothing of the batch left behind

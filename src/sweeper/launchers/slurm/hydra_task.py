@@ -13,8 +13,9 @@ submitit pickles the callable with cloudpickle: a task function defined in ``__m
 by value, one in an importable module by reference (the job must be able to import it). Each job is one SLURM task
 with the parameters of ``hydra.launcher.cluster`` (:class:`sweeper.config.sections.ClusterConfig`: ``partition``,
 ``account``, ``cpus_per_task``, ``mem``, ``setup``, ...); ``time_limit_min`` null is :data:`TASK_TIME_LIMIT_MIN`.
-A job SLURM ends (time limit, memory, scancel) raises submitit's error in the submitting process; submitit requeues a
-preempted job from its start (its default for a callable without ``checkpoint``).
+A job SLURM ends without a return (time limit, memory, ``scancel``) is a ``FAILED`` return holding submitit's error,
+which the sweeper raises once every job of the batch has ended, as Hydra's basic launcher does with a task function's
+own error; submitit requeues a preempted job from its start (its default for a callable without ``checkpoint``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hydra.core.utils import JobReturn, filter_overrides
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from omegaconf import DictConfig, open_dict
 
 from sweeper.config.sections import ClusterConfig, from_mapping
@@ -80,15 +81,15 @@ def launch_tasks(launcher: SlurmLauncher, job_overrides: Any, initial_job_idx: i
     """Run one batch of another app's task function as one SLURM job array and wait for every job.
 
     Returns:
-        The runs' ``JobReturn``, in the order of ``job_overrides``.
+        The runs' ``JobReturn``, in the order of ``job_overrides``; a run whose job ended without returning
+        (``scancel``, time limit, memory kill, a task function that cannot be unpickled there) is status ``FAILED``
+        holding submitit's ``UncompletedJobError`` / ``FailedJobError``, with a note naming the run and its job.
 
     Raises:
         PayloadNotPicklable: the task function or its config does not pickle (before any sbatch).
         ValueError: the partition can never run such a job (``never_runs``: too long, a partition that does not
             exist), before any sbatch.
         submitit.core.utils.FailedSubmissionError: sbatch refused the array.
-        submitit.core.utils.UncompletedJobError / FailedJobError: a job ended without returning (``scancel``,
-            time limit, memory kill, a task function that cannot be unpickled there).
     """
     import cloudpickle  # submitit's own pickler
     import submitit
@@ -117,4 +118,20 @@ def launch_tasks(launcher: SlurmLauncher, job_overrides: Any, initial_job_idx: i
         print(f"[slurm] #{num} {' '.join(filter_overrides(overrides)) or '(defaults)'}", flush=True)
     jobs = executor.map_array(fn, [list(o) for o in job_overrides], nums, [state] * len(nums))
     print(f"[slurm] array {jobs[0].job_id.split('_')[0]}: {len(jobs)} job(s), waiting for their returns", flush=True)
-    return [job.result() for job in jobs]
+    returns = []
+    for job, num, overrides in zip(jobs, nums, job_overrides, strict=True):
+        try:
+            returns.append(job.result())
+        except (submitit.core.utils.UncompletedJobError, submitit.core.utils.FailedJobError) as e:
+            # no return came back (scancel, time limit, memory kill): the run's return holds the error, as a task
+            # function's own error is held, and the other jobs of the batch are still waited for
+            print(f"[slurm] #{num}: job {job.job_id} ended without a return: {type(e).__name__}", flush=True)
+            e.add_note(f"run #{num} ({' '.join(filter_overrides(overrides)) or '(defaults)'}), SLURM job {job.job_id}")
+            returns.append(_failed(list(overrides), e))
+    return returns
+
+
+def _failed(overrides: list[str], error: BaseException) -> JobReturn:
+    """The ``JobReturn`` of a run whose job sent none back: status ``FAILED`` holding ``error`` (reading its
+    ``return_value`` raises it, as for a task function that raised: Hydra's sweepers read every return of a batch)."""
+    return JobReturn(overrides=overrides, status=JobStatus.FAILED, _return_value=error, task_name="", working_dir="")
