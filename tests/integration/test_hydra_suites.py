@@ -250,7 +250,7 @@ def test_a_scancelled_job_fails_its_run_after_the_batch_ends_and_the_other_run_s
     canceller.join(timeout=1)
     assert cancelled and time.monotonic() - start < 90  # ended by the cancel, not by the job's 100 s or its limit
     (job,) = cancelled
-    assert any(f"SLURM job {job}" in note for note in raised.value.__notes__)  # the run and its job named
+    assert str(raised.value).startswith(f"run #0 (+a=0), SLURM job {job}: ")  # the run and its job named
     array = job.split("_")[0]
     results = [p.name for p in (tmp_path / "slurm").glob(f"{array}_*/*_result.pkl")]
     assert results == [f"{array}_1_0_result.pkl"], results  # the other run returned

@@ -83,7 +83,7 @@ def launch_tasks(launcher: SlurmLauncher, job_overrides: Any, initial_job_idx: i
     Returns:
         The runs' ``JobReturn``, in the order of ``job_overrides``; a run whose job ended without returning
         (``scancel``, time limit, memory kill, a task function that cannot be unpickled there) is status ``FAILED``
-        holding submitit's ``UncompletedJobError`` / ``FailedJobError``, with a note naming the run and its job.
+        holding submitit's ``UncompletedJobError`` / ``FailedJobError``, its message starting with the run and its job.
 
     Raises:
         PayloadNotPicklable: the task function or its config does not pickle (before any sbatch).
@@ -126,8 +126,10 @@ def launch_tasks(launcher: SlurmLauncher, job_overrides: Any, initial_job_idx: i
             # no return came back (scancel, time limit, memory kill): the run's return holds the error, as a task
             # function's own error is held, and the other jobs of the batch are still waited for
             print(f"[slurm] #{num}: job {job.job_id} ended without a return: {type(e).__name__}", flush=True)
-            e.add_note(f"run #{num} ({' '.join(filter_overrides(overrides)) or '(defaults)'}), SLURM job {job.job_id}")
-            returns.append(_failed(list(overrides), e))
+            run = f"run #{num} ({' '.join(filter_overrides(overrides)) or '(defaults)'}), SLURM job {job.job_id}"
+            error = type(e)(f"{run}: {e}")  # the same type, the run named (Python 3.10 has no add_note)
+            error.__cause__ = e
+            returns.append(_failed(list(overrides), error))
     return returns
 
 
