@@ -96,6 +96,31 @@ def test_a_lock_whose_build_processes_outlast_the_wait_is_left_with_the_fix(tmp_
         orphan.wait()
 
 
+def test_a_points_wait_for_leftover_build_processes_ends_well_before_its_timeout_with_the_lock_named(
+    tmp_path, monkeypatch
+):
+    """A killed build's ninja outliving the wait must not hold a point past its ``timeout_s``: the wait takes at most
+    half the point's time, then the lock is left (``unknown``) and the finding, with the fix, is written for the
+    record before the point's timeout stops the ranks (it was the fixed 600 s, whatever ``timeout_s``)."""
+    assert jit_locks.orphan_wait_s(900.0) == 450.0 and jit_locks.orphan_wait_s(7200.0) == jit_locks.ORPHAN_WAIT_S
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    lock = _op_lock(tmp_path / "ext")
+    lock.touch()
+    orphan = subprocess.Popen(["sleep", "60"], cwd=lock.parent)
+    try:
+        t0 = time.monotonic()
+        (found,) = jit_locks.before_build(2, tmp_path, 0, timeout_s=6.0)
+        waited = time.monotonic() - t0
+        assert (found.action, found.verdict) == ("left", "unknown") and lock.exists()
+        assert 3.0 <= waited < 6.0, waited  # half the point's time, then one poll and one look at /proc
+        assert "after 3 s" in found.message and f"rm {lock}" in found.message
+        (written,) = json.loads((tmp_path / "jit_locks.rank0.json").read_text())
+        assert written["message"] == found.message
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
 def test_only_op_directories_locks_are_checked_and_a_missing_root_is_nothing(tmp_path):
     assert settle(tmp_path / "none") == []
     (tmp_path / "lock").touch()  # not an op's baton
@@ -128,7 +153,7 @@ def test_the_extensions_root_is_the_one_torch_builds_in(tmp_path, monkeypatch):
 def test_a_point_without_deepspeed_checks_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     _op_lock(tmp_path / "ext").touch()
-    assert jit_locks.before_build(0, tmp_path, 0) == []
+    assert jit_locks.before_build(0, tmp_path, 0, 900.0) == []
     assert (tmp_path / "ext" / "deepspeed_shm_comm" / "lock").exists()
     assert not list(tmp_path.glob("jit_locks.*"))
 
@@ -159,7 +184,7 @@ def test_the_check_is_a_named_attributed_site(site, tmp_path, monkeypatch):
     assert "attributed" in SITES[site]
     monkeypatch.setenv(FAULT_ENV, site)
     with pytest.raises(HarnessFault) as e:
-        jit_locks.before_build(2, tmp_path, 0)
+        jit_locks.before_build(2, tmp_path, 0, 900.0)
     assert e.value.site == site
 
 

@@ -196,7 +196,9 @@ def run_rank(point_dir: Path) -> int:
     t_start = time.perf_counter()
 
     def measure() -> None:
-        before_build(spec.zero, point_dir, rank)  # a stale DeepSpeed JIT-build lock: removed, never waited on
+        before_build(
+            spec.zero, point_dir, rank, spec.timeout_s
+        )  # a stale DeepSpeed JIT-build lock: removed, never waited on
         if use_cuda and budget:
             apply_gpu_budget(budget)
         torch.manual_seed(spec.seed)

@@ -37,8 +37,10 @@ from typing import Literal
 LOCK_NAME = "lock"
 #: sweeper's own lock (``flock``) in the extensions root, held while one process checks and removes.
 CHECK_FILE = ".sweeper-jit-check.lock"
-#: Seconds to wait for build processes a killed builder left running in an op's directory (ninja, c++).
+#: Seconds to wait for build processes a killed builder left running in an op's directory (ninja, c++), at most.
 ORPHAN_WAIT_S = 600.0
+#: Share of the point's ``timeout_s`` the wait may take (:func:`orphan_wait_s`): the rest is left for the point.
+ORPHAN_WAIT_SHARE = 0.5
 #: Filesystem types on which another host may hold a lock (its builder invisible in this host's /proc).
 NETWORK_FS = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "afs", "ncpfs"}
@@ -228,13 +230,14 @@ def settle(
     found: list[Finding] = []
     with _checking(root):
         for lock in sorted(root.glob(f"*/{LOCK_NAME}")):
-            finding = _settle_one(lock, time.monotonic() + wait_s, poll_s, proc)
+            finding = _settle_one(lock, wait_s, poll_s, proc)
             if finding is not None:
                 found.append(finding)
     return found
 
 
-def _settle_one(lock: Path, deadline: float, poll_s: float, proc: Path) -> Finding | None:
+def _settle_one(lock: Path, wait_s: float, poll_s: float, proc: Path) -> Finding | None:
+    deadline = time.monotonic() + wait_s
     try:
         first = lock.stat()
     except FileNotFoundError:
@@ -261,7 +264,7 @@ def _settle_one(lock: Path, deadline: float, poll_s: float, proc: Path) -> Findi
                 f"removed the stale DeepSpeed JIT-build lock {lock} "
                 f"(age {age:.0f} s): {j.why}; torch would have waited on it for ever",
             )
-        why = j.why if j.verdict != "stale" else f"{j.why} after {ORPHAN_WAIT_S:g} s"
+        why = j.why if j.verdict != "stale" else f"{j.why} after {wait_s:g} s"
         fix = "" if j.verdict == "live" else f"; if no build of it runs on any host, remove it: rm {lock}"
         return Finding(
             str(lock),
@@ -272,9 +275,18 @@ def _settle_one(lock: Path, deadline: float, poll_s: float, proc: Path) -> Findi
         )
 
 
-def before_build(zero: int, point_dir: Path, rank: int) -> list[Finding]:
+def orphan_wait_s(timeout_s: float) -> float:
+    """Seconds a point with ``timeout_s`` (seconds) may wait for a killed build's leftover processes:
+    :data:`ORPHAN_WAIT_S`, but at most :data:`ORPHAN_WAIT_SHARE` of the point's time, so that the check ends and its
+    findings are written well before the point's timeout stops the ranks (a lock still left is then named in the
+    ``timeout`` record's reason, with the fix)."""
+    return max(0.0, min(ORPHAN_WAIT_S, ORPHAN_WAIT_SHARE * timeout_s))
+
+
+def before_build(zero: int, point_dir: Path, rank: int, timeout_s: float) -> list[Finding]:
     """The check of a DeepSpeed point's rank (``zero`` > 0; else nothing), first thing in its work, before
-    DeepSpeed loads an op: :func:`settle`, each finding printed to stderr (the point's log) and written for the
+    DeepSpeed loads an op: :func:`settle`, waiting for leftover build processes at most :func:`orphan_wait_s` of
+    the point's ``timeout_s`` (seconds), each finding printed to stderr (the point's log) and written for the
     driver's record (:func:`sweeper.results.jitlocks.write_findings`). Runs as the attributed site ``jit-lock``
     (:mod:`sweeper.job.faults`): a fault of this check is the point's ``internal`` error, never a hang.
 
@@ -287,7 +299,7 @@ def before_build(zero: int, point_dir: Path, rank: int) -> list[Finding]:
     if zero <= 0:
         return []
     with attributed("jit-lock"):
-        found = settle()
+        found = settle(wait_s=orphan_wait_s(timeout_s))
         for f in found:
             print(f"sweeper: {f.message}", file=sys.stderr, flush=True)
         write_findings(point_dir, rank, [f.to_dict() for f in found])
