@@ -47,13 +47,16 @@ def sbatch(tmp_path: Path, *args: str) -> str:
 
 
 def wait_final(job_id: str, timeout: float = JOB_TIMEOUT_S) -> tuple[str, str]:
-    """Poll sacct until the job (allocation line) is in a final state; return (State, ExitCode)."""
+    """Poll sacct until the job (allocation line) is in a final state; return (State, ExitCode).
+
+    The newest job with that id: a dev cluster whose controller state was reset (docs: benchmarks/README.md) numbers
+    its jobs from 1 again, and accounting still holds the old jobs with the same ids (sacct -D lists them all)."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
-        last = run("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode").strip()
+        last = run("sacct", "-n", "-P", "-X", "-D", "-j", job_id, "-o", "Submit,State,ExitCode").strip()
         if last:
-            state, exit_code = last.splitlines()[0].split("|")
+            _, state, exit_code = max(line.split("|") for line in last.splitlines())  # ISO Submit times sort
             state = state.split()[0]  # "CANCELLED by 0" -> "CANCELLED"
             if state in FINAL_STATES:
                 return state, exit_code

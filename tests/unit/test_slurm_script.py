@@ -67,6 +67,25 @@ def test_array_tasks_cancelled_while_pending_are_listed_one_by_one():
     assert parse_sacct("300|FAILED|0:125|30|10||4G\n")["300"]["req_mem"] == "4G"  # the ReqMem column
 
 
+def test_an_older_job_with_the_same_id_never_hides_the_newest():
+    """Job ids restart when a controller loses its state (and wrap at ``MaxJobId``); ``sacct -D -j 5`` then lists the
+    old job 5 too, in no order the parser may rely on: the line submitted last is the job. A requeued job's runs share
+    its Submit time and keep "the last line wins"; an old array's range line never replaces a newer task's line."""
+    old = "5|CANCELLED by 0|0:0|0|2||1G|2026-12-04T21:10:00"
+    new = "5|COMPLETED|0:0|3|2||1G|2026-12-05T06:10:00"
+    for text in (f"{old}\n{new}\n", f"{new}\n{old}\n"):
+        assert parse_sacct(text)["5"]["state"] == "COMPLETED", text
+    requeued = "7|PREEMPTED|0:0|40|10||1G|2026-12-05T06:00:00\n7|RUNNING|0:0|12|10|None|1G|2026-12-05T06:00:00\n"
+    assert parse_sacct(requeued)["7"]["state"] == "RUNNING"
+    tasks = "9_0|COMPLETED|0:0|3|2||1G|2026-12-05T06:10:00\n9_[0-1]|CANCELLED by 0|0:0|0|2||1G|2026-12-04T21:00:00\n"
+    info = parse_sacct(tasks)
+    assert info["9_0"]["state"] == "COMPLETED" and info["9_1"]["state"] == "CANCELLED"
+    assert (
+        parse_sacct("9_[0-1]|CANCELLED by 0|0:0|0|2||1G|2026-12-04T21:00:00\n" + tasks.splitlines()[0])["9_0"]["state"]
+        == "COMPLETED"
+    )
+
+
 def test_sacct_lines_are_parsed_into_states_seconds_and_the_current_run_of_a_requeued_job():
     info = parse_sacct(CANNED)
     assert set(info) == {"101_0", "101_1", "102", "103", "104"}

@@ -80,25 +80,34 @@ def sacct(job_ids: list[str]) -> dict[str, dict[str, Any]]:
 
 
 #: The ``sacct -o`` fields :func:`parse_sacct` reads, in order.
-SACCT_FIELDS = "JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason,ReqMem"
+SACCT_FIELDS = "JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason,ReqMem,Submit"
 
 
 def parse_sacct(text: str) -> dict[str, dict[str, Any]]:
-    """Parse ``sacct -X -n -P -D -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason[,ReqMem]`` output.
+    """Parse ``sacct -X -n -P -D -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw,Reason[,ReqMem[,Submit]]`` output.
 
-    With ``-D`` a requeued job has one line per run; the last line wins (the current run). ``ElapsedRaw`` is
-    seconds, ``TimelimitRaw`` minutes (converted to seconds); ``Partition_Limit`` or empty gives None.
+    With ``-D`` a requeued job has one line per run; the last line wins (the current run). ``-D`` also lists every
+    older job that had the same id (sacct(1): job ids restart when the controller's state is lost, and wrap at
+    ``MaxJobId``); with the ``Submit`` column a line never replaces one submitted later, so the newest job with the
+    id is the one read (ISO times compare as text). ``ElapsedRaw`` is seconds, ``TimelimitRaw`` minutes (converted
+    to seconds); ``Partition_Limit`` or empty gives None.
 
     Returns:
         ``{job_id: {"state", "exit_code", "elapsed_s", "time_limit_s", "reason", "req_mem"}}`` (``req_mem``: the
         memory the job requested as sacct spells it, ``4G``; None without the column).
     """
     info: dict[str, dict[str, Any]] = {}
+    submitted: dict[str, str] = {}  # the Submit time of the line each entry came from ("" without the column)
+
+    def newer(job: str, submit: str) -> bool:
+        return job not in info or submit >= submitted[job]
+
     for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < 6:
             continue
         jid, state, exit_code, elapsed, limit, reason = parts[:6]
+        submit = parts[7] if len(parts) > 7 and parts[7][:1].isdigit() else ""
         entry = {
             "state": state.split()[0] if state else "UNKNOWN",
             "exit_code": exit_code,
@@ -109,10 +118,12 @@ def parse_sacct(text: str) -> dict[str, dict[str, Any]]:
         }
         tasks = expand_array_tasks(jid)
         if tasks is None:
-            info[jid] = entry  # sacct -D lists every requeued run of a job: the last line is the current one
+            if newer(jid, submit):  # sacct -D lists every requeued run of a job: the last line is the current one
+                info[jid], submitted[jid] = entry, submit
             continue
-        for task in tasks:  # a line for the task itself (started, or listed later) is more precise: it stays
-            info.setdefault(task, dict(entry))
+        for task in tasks:  # a line for the task itself (started, or listed later) is more precise: it stays,
+            if task not in info or submit > submitted[task]:  # unless it belongs to an older job of that id
+                info[task], submitted[task] = dict(entry), submit
     return info
 
 
