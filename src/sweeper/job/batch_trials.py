@@ -86,7 +86,7 @@ def run_search(point_dir: Path, next_batch: NextBatch = SearchState.next_batch) 
         return me.write_unmeasured()
     point_dir, spec, use_cuda = me.point_dir, me.spec, me.use_cuda
     setup = PhaseTracker()
-    me.attempt(partial(before_build, spec.zero, point_dir, me.rank), setup)  # sweeper.job.jit_locks
+    me.attempt(partial(before_build, spec.zero, point_dir, me.rank, spec.timeout_s), setup)  # sweeper.job.jit_locks
     if me.ok:
         me.attempt(partial(_init_group, spec, use_cuda), setup)
     capacity = me.attempt(partial(_search_capacity, point_dir, use_cuda), setup) if me.ok else None
