@@ -44,12 +44,58 @@ def budget_oom(requested: int, allocated: int, limit: int, device_index: int) ->
     )
 
 
-class BudgetTracker(MemTracker):
-    """``MemTracker`` that raises :func:`budget_oom` when this rank's tracked tensor bytes pass ``limit_bytes``.
+class TensorTracker(MemTracker):
+    """``MemTracker`` (the tensors created inside it, plus the model and optimizer given to ``track_external``), less
+    what ``DistributedDataParallel`` allocates in its own pre-forward: the reducer's gradient buckets, rebuilt once,
+    in the second iteration's forward (``DistributedDataParallel._pre_forward`` calls ``reducer._rebuild_buckets``).
 
-    It counts what ``MemTracker`` counts: tensors created inside it, plus the model and optimizer given to
-    ``track_external``. The check runs on every new or resized storage, so the error comes from the operation that
-    crossed the budget (forward, backward, optimizer step or an FSDP gather), mid-step.
+    sweeper's CPU counters run one per optimizer step (:class:`sweeper.job.memory.MemoryWindow`,
+    :class:`sweeper.job.memory.BudgetWindow`): a step's tensor bytes are what it allocates plus the model states,
+    never what earlier steps left alive (DDP's buckets; the memory model keeps them as the GPU-only ``ddp_buckets``
+    term, docs/measurement.md). Without this exclusion the second step alone would also count the rebuilt buckets
+    (one gradient's size), and a point whose memory window fits the budget would end ``oom`` at warm-up step 1
+    (docs/cases.md U14). The exclusion runs from DDP's forward pre-hook to its wrapped module's (every allocation
+    between them is DDP's own) and is off for a DDP that calls its module's ``forward`` directly
+    (``_delay_all_reduce_all_params``: no pre-hook of the wrapped module would end it).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ddp_pre_forward: torch.nn.Module | None = None  # the DDP module whose pre-forward runs now
+        self._hook: Any = None
+
+    def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        if isinstance(module, DistributedDataParallel):
+            self._ddp_pre_forward = None if getattr(module, "_delay_all_reduce_all_params", False) else module
+        elif self._ddp_pre_forward is not None and module is getattr(self._ddp_pre_forward, "module", None):
+            self._ddp_pre_forward = None
+
+    def __enter__(self) -> TensorTracker:
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        self._hook = register_module_forward_pre_hook(self._forward_pre_hook)
+        super().__enter__()
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        self._ddp_pre_forward = None
+        super().__exit__(*args)
+
+    def _track(self, reftype: Any, t: torch.Tensor) -> None:
+        if self._ddp_pre_forward is None:
+            super()._track(reftype, t)
+
+
+class BudgetTracker(TensorTracker):
+    """:class:`TensorTracker` that raises :func:`budget_oom` when this rank's tracked tensor bytes pass
+    ``limit_bytes``: it counts what the memory window counts, so a point under the budget there is under it in
+    every step. The check runs on every new or resized storage, so the error comes from the operation that crossed
+    the budget (forward, backward, optimizer step or an FSDP gather), mid-step.
 
     Attributes:
         limit_bytes: the budget (bytes). peak_bytes: the largest total seen so far (bytes).

@@ -19,7 +19,7 @@ import torch
 from torch.distributed._tools.mem_tracker import MemTracker
 from transformers import TrainerCallback
 
-from sweeper.job.budget import BudgetTracker
+from sweeper.job.budget import BudgetTracker, TensorTracker
 from sweeper.job.timing import Windows
 
 
@@ -110,10 +110,15 @@ def new_micro_batch(tracker: MemTracker | None) -> None:
 
 
 class MemoryWindow(TrainerCallback):
-    """Tensor-byte peak (CPU, MemTracker) and model-state bytes of this rank, in the memory window.
+    """Tensor-byte peak (CPU, :class:`~sweeper.job.budget.TensorTracker`) and model-state bytes of this rank, in the
+    memory window.
+
+    On CPU each optimizer step of the window gets a tracker of its own (:class:`StepTrackers`): a step counts what
+    it allocates plus the model states, as every CPU counter of sweeper does, and the window's peak is the largest
+    step's.
 
     Attributes after training:
-        peak_bytes: MemTracker's peak total over the window (CPU only; None on CUDA).
+        peak_bytes: the largest step's peak total (bytes; CPU only, None on CUDA).
         breakdown_bytes: that peak split by MemTracker's categories (Parameter, Buffer, Gradient, Activation,
             Temp, Optstate, Other).
         state_bytes: :func:`model_state_bytes` measured before the window's first optimizer step.
@@ -126,7 +131,7 @@ class MemoryWindow(TrainerCallback):
         self.peak_bytes: int | None = None
         self.breakdown_bytes: dict[str, int] = {}
         self.state_bytes: dict[str, int] = {}
-        self._tracker = None
+        self._steps = StepTrackers(budget_bytes)
         self._model = None
         self._optimizer = None
 
@@ -134,83 +139,116 @@ class MemoryWindow(TrainerCallback):
         if state.global_step not in self.windows.memory:
             return
         self._model, self._optimizer = model, optimizer
-        if self.cuda:
-            return
-        if self._tracker is None:
-            self._tracker = BudgetTracker(self.budget_bytes) if self.budget_bytes else MemTracker()
-            self._tracker.track_external(model, innermost_optimizer(optimizer))
-            self._tracker.__enter__()
-        else:
-            self._tracker.reset_mod_stats()
+        if not self.cuda:
+            self._steps.begin(model, optimizer)
 
     def on_substep_end(self, args, state, control, **kwargs):
-        new_micro_batch(self._tracker)
+        new_micro_batch(self._steps.tracker)
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if state.global_step == self.windows.memory.start and self._model is not None:
             self.state_bytes = model_state_bytes(self._model, self._optimizer)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._tracker is not None and state.global_step - 1 == self.windows.memory.stop - 1:
-            self._tracker.__exit__(None, None, None)
-            snap = self._tracker.get_tracker_snapshot("peak")
-            totals: dict[str, int] = {}
-            for per_dev in snap.values():
-                for k, v in per_dev.items():
-                    key = getattr(k, "value", str(k))
-                    totals[key] = totals.get(key, 0) + int(v)
+        if self._steps.tracker is None:
+            return
+        self._steps.end()
+        if state.global_step - 1 == self.windows.memory.stop - 1:
+            totals = dict(self._steps.peak_snapshot)
             self.peak_bytes = totals.pop("Total", None)
             self.breakdown_bytes = totals
-            self._tracker = None
 
     def abandon(self) -> None:
         """Stop measuring after a fault of this window's own code (:func:`sweeper.job.faults.guard_callback`): leave
         the tracker if one is open (its hooks off the model) and forget its partial peak; ``state_bytes`` stays when
         it was measured."""
-        tracker, self._tracker = self._tracker, None
+        self._steps.end()
         self.peak_bytes, self.breakdown_bytes = None, {}
-        if tracker is not None:
-            tracker.__exit__(None, None, None)
+
+
+class StepTrackers:
+    """One CPU tracker per optimizer step (:class:`~sweeper.job.budget.TensorTracker`, or
+    :class:`~sweeper.job.budget.BudgetTracker` under a budget), and the largest step's peak.
+
+    A tracker sees the model states (``track_external``) and what is allocated while it runs, not what an earlier
+    step left alive; one tracker over several steps would also count the previous step's leftovers that the next
+    step frees only when it replaces them (on gloo, DDP's all-reduce result, a gradient's size), so its later steps
+    would read higher than its first. One per step keeps every step, every window and the budget on one rule.
+
+    Attributes:
+        tracker: the open tracker (None between steps). peak_bytes: the largest step's peak total (bytes; None
+            before a step ended). peak_snapshot: that step's peak split by MemTracker's categories, ``Total``
+            included (bytes). last_peak_bytes: the peak of the step that ended last (bytes).
+    """
+
+    def __init__(self, budget_bytes: int | None = None) -> None:
+        self.budget_bytes = budget_bytes
+        self.tracker: TensorTracker | None = None
+        self.peak_bytes: int | None = None
+        self.peak_snapshot: dict[str, int] = {}
+        self.last_peak_bytes: int | None = None
+
+    def begin(self, model: Any, optimizer: Any) -> None:
+        """Open this step's tracker (the previous one, if a step ended without :meth:`end`, is ended first)."""
+        self.end()
+        tracker = BudgetTracker(self.budget_bytes) if self.budget_bytes else TensorTracker()
+        tracker.track_external(model, innermost_optimizer(optimizer))
+        tracker.__enter__()
+        self.tracker = tracker
+
+    def end(self) -> None:
+        """Leave the open tracker (also after an exception ended the step) and keep its peak if it is the largest."""
+        tracker, self.tracker = self.tracker, None
+        if tracker is None:
+            return
+        tracker.__exit__(None, None, None)
+        totals: dict[str, int] = {}
+        for per_dev in tracker.get_tracker_snapshot("peak").values():
+            for k, v in per_dev.items():
+                key = getattr(k, "value", str(k))
+                totals[key] = totals.get(key, 0) + int(v)
+        total = self.last_peak_bytes = totals.get("Total", 0)
+        if self.peak_bytes is None or total > self.peak_bytes:
+            self.peak_bytes, self.peak_snapshot = total, totals
 
 
 class BudgetWindow(TrainerCallback):
-    """Enforces the budget over the optimizer steps ``steps`` (0-based) with one :class:`BudgetTracker`, entered at
-    the first one's ``on_step_begin`` (the model and optimizer registered then) and left after the last one.
+    """Enforces the budget over the optimizer steps ``steps`` (0-based), each step with a tracker of its own
+    (:class:`StepTrackers`: the rule of the memory window), opened at its ``on_step_begin`` (the model and optimizer
+    registered then) and left at its ``on_step_end``.
 
     The harness runs it over the warm-up steps (and :class:`MemoryWindow` enforces the budget in
     the memory window), never in the timed window, where the tracker's cost (about 4x a step) would be timed; a batch
     search trial runs it over both of its steps.
 
     Attributes:
-        peak_bytes: the tracker's peak over the window (bytes), None until the window ends.
+        peak_bytes: the largest step's peak (bytes), None until a step of the window ended.
     """
 
     def __init__(self, steps: range, limit_bytes: int) -> None:
         self.steps = steps
         self.limit_bytes = int(limit_bytes)
-        self.peak_bytes: int | None = None
-        self.tracker: BudgetTracker | None = None
+        self._steps = StepTrackers(self.limit_bytes)
+
+    @property
+    def peak_bytes(self) -> int | None:
+        return self._steps.peak_bytes
+
+    @property
+    def tracker(self) -> TensorTracker | None:
+        """The open step's tracker (None between steps)."""
+        return self._steps.tracker
 
     def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
-        if state.global_step not in self.steps:
-            return
-        if self.tracker is None:
-            self.tracker = BudgetTracker(self.limit_bytes)
-            self.tracker.track_external(model, innermost_optimizer(optimizer))
-            self.tracker.__enter__()
-        else:
-            self.tracker.reset_mod_stats()  # MemTracker refuses a second iteration without it
+        if state.global_step in self.steps:
+            self._steps.begin(model, optimizer)
 
     def on_substep_end(self, args, state, control, **kwargs):
-        new_micro_batch(self.tracker)
+        new_micro_batch(self._steps.tracker)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.tracker is not None and state.global_step - 1 == self.steps[-1]:
-            self.close()
+        self._steps.end()
 
     def close(self) -> None:
-        """Leave the tracker (also after an exception ended the window early); keeps :attr:`peak_bytes`."""
-        if self.tracker is not None:
-            self.peak_bytes = self.tracker.peak_bytes
-            self.tracker.__exit__(None, None, None)
-            self.tracker = None
+        """Leave the open tracker (also after an exception ended the window early); keeps :attr:`peak_bytes`."""
+        self._steps.end()
