@@ -114,6 +114,9 @@ class Search:
         # a killed search's jobs still on SLURM: waited for, not decided again (their window is in search.json)
         unrecorded = [p.pid for p in self.points if recs[p.pid] is None]
         in_flight = {pid: self.window_of(pid) for pid in self.jobs.running(unrecorded)}
+        if in_flight:
+            print(f"search=frontier: {len(in_flight)} job(s) of an earlier run still queued or running, waited for: "
+                  f"{' '.join(sorted(in_flight))}", flush=True)  # fmt: skip
         stalled: set[str] = set()  # a job ended without a final record: never submitted again by this search
         self.front = frontier_ids(m for r in recs.values() if r is not None and (m := measured_point(r)) is not None)
         while True:

@@ -253,10 +253,9 @@ class SlurmLauncher(Launcher):
                         payload = {**outcome.to_payload(), "time_limit_s": params["time"] * 60}
                         groups[(spec.nodes, spec.ranks_per_node)].append({"payload": payload, "params": params})
                         status = "to submit"
-            print(
-                f"[{initial_job_idx + idx + 1}/{len(job_overrides)}] {' '.join(ov) or '(defaults)'}  {status}",
-                flush=True,
-            )
+            # a frontier search submits as jobs end, a point maybe twice (screen, full window): no total, as locally
+            total = "" if spec.search.name == "frontier" else f"/{len(job_overrides)}"
+            print(f"[{initial_job_idx + idx + 1}{total}] {' '.join(ov) or '(defaults)'}  {status}", flush=True)
             returns.append(_job_return(ov, status, initial_job_idx + idx))
         jobs, not_sent = self._submit(sweep, groups, cluster, array_chunk(site))
         waiting += [
