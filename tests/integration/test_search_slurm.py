@@ -3,10 +3,13 @@ launcher (the first two in full, then screens and their promotions), every point
 record, a promoted point's record holding its full window and its screen kept as history (``result.0.json``) with
 both SLURM job ids in ``submitted.json``.
 
-Promotion is asynchronous: the dev cluster runs one 2-rank job at a time (2 cores), so of the first two jobs the
-second starts when the first ends; the search reads the first's record and submits the next job (a screen) while the
-second still runs. SLURM's own accounting and the records prove it: some job of the search was submitted after another
-had started and before it wrote its record (with rounds, every later submission waits for every earlier record).
+Promotion is asynchronous. The search runs one rank per point here, two jobs at a time on the dev cluster's two
+cores (``cluster.array_parallelism=2``): when a job ends, the search reads its record and submits the next job (a
+screen, or a promotion) while the other still runs. SLURM's own accounting and the records prove it: some job of the
+search was submitted after another had started and at least a second before that one wrote its record (with rounds,
+every later submission waits for every earlier record). With two ranks per point the cluster runs one job at a
+time, and a job's end in SLURM comes seconds after its record: the next job of the search is then submitted while
+the other waits in the queue, not while it runs.
 
 A search killed while its jobs run on SLURM resumes: the jobs still queued or running are waited for, not decided or
 submitted again; every job submitted ends with its record."""
@@ -40,9 +43,13 @@ ARGS = [
 ]
 
 
+#: Two one-rank jobs at once on the dev cluster's two cores.
+SIDE_BY_SIDE = ["ranks_per_node=1", "cluster.array_parallelism=2"]
+
+
 def test_a_frontier_search_through_slurm_screens_promotes_and_records_every_point(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    run = run_sweeper([*ARGS, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    run = run_sweeper([*ARGS, *SIDE_BY_SIDE, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
     assert run.proc.returncode == 0, run.output[-4000:]
     # its jobs are numbered without a total, as locally: they are submitted as jobs end, a point maybe twice
     labels = re.findall(r"^\[(\d+)(?:/(\d+))?\] ", run.output, flags=re.M)
