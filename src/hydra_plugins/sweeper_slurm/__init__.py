@@ -4,7 +4,8 @@
 - :class:`SweeperBasicSweeper` (``hydra/sweeper=sweeper_basic``, the default): Hydra's basic sweeper, with the
   batch validated by :func:`sweeper.config.compose.compose_containers` (one composition per group choice, not
   per point); with ``search=frontier`` it hands the same grid to the frontier search (:mod:`sweeper.search.driver`),
-  which launches it batch by batch through the same launcher (docs/search.md).
+  which runs it through the same launcher: on SLURM job by job as each ends
+  (:mod:`sweeper.launchers.slurm.search_jobs`), with any other launcher batch by batch (docs/search.md).
 
 Their config nodes are stored when Hydra imports this module (plugin discovery, before it composes any config), so
 any Hydra app can select them; Hydra's launcher and sweeper test suites run against both
@@ -39,8 +40,8 @@ class SweeperBasicSweeper(BasicSweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         """``search=grid``: Hydra's basic sweep. ``search=frontier``: the same grid expanded (``hydra.sweeper.params``
-        included), then :func:`sweeper.search.driver.run_search` launches it round by round through this sweeper's
-        launcher.
+        included), then :func:`sweeper.search.driver.run_search` runs it through this sweeper's launcher: on SLURM
+        asynchronously (:class:`sweeper.launchers.slurm.search_jobs.SlurmJobs`), else round by round.
 
         Raises:
             ValueError: a ``search=frontier`` setting the search cannot run (:func:`sweeper.search.driver.grid_points`).
@@ -54,7 +55,9 @@ class SweeperBasicSweeper(BasicSweeper):
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import OmegaConf
 
+        from sweeper.launchers.slurm.search_jobs import SlurmJobs
         from sweeper.search.driver import grid_points, run_search
+        from sweeper.search.jobs import Launched
 
         params = [*self._parse_config(), *arguments]
         parsed = OverridesParser.create(config_loader=self.hydra_context.config_loader).parse_overrides(params)
@@ -63,4 +66,7 @@ class SweeperBasicSweeper(BasicSweeper):
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        return run_search(points, sweep_dir, self.launcher.launch)
+        # SLURM: jobs submitted without waiting, the next decided as soon as any ends; any other launcher: rounds
+        launcher = self.launcher
+        runner = SlurmJobs(launcher) if isinstance(launcher, SlurmLauncher) else Launched(launcher.launch)
+        return run_search(points, sweep_dir, runner)

@@ -1,25 +1,30 @@
 """``search=frontier``: the planner-ordered, successive-halving search over a multirun's grid (docs/search.md).
 
 The Hydra sweeper (:class:`hydra_plugins.sweeper_slurm.SweeperBasicSweeper`) expands the grid as for ``search=grid``
-and hands it to :func:`run_search`, which repeats, until a stop rule holds:
+and hands it to :func:`run_search` with the sweep's jobs (:mod:`sweeper.search.jobs`: the SLURM launcher's, which
+submits without waiting, or any Hydra launcher's blocking ``launch``). Up to ``search.batch_size`` jobs are in flight;
+each time one ends (on SLURM, as soon as any job of the search ends; locally, when the launch returns) the driver:
 
-1. read every record (the truth: a killed search resumes from them);
-2. recalibrate the time model on every ``ok`` record of the sweep, screens included
-   (:func:`sweeper.capacity.calibrate.fit_calibration`), and set the margins from the model's own error on this
+1. reads every record (the truth: a killed search resumes from them, and waits for its jobs still on SLURM);
+2. recalibrates the time model on every ``ok`` record of the sweep, screens included
+   (:func:`sweeper.capacity.calibrate.fit_calibration`), and sets the margins from the model's own error on this
    sweep (each point's prediction as it was launched, against its measurement: :func:`sweeper.search.order.margin`);
-3. decide each ``ok`` screen: promote it to the full window, or skip it when even its upper bound is surely dominated
-   by a point measured in full;
-4. predict every unmeasured point, skip those predicted not to fit or surely dominated (with the margins), order the
-   rest by predicted front (:func:`sweeper.search.order.front_order`) and launch the first ``search.batch_size``
-   through the sweep's own launcher (``launcher.launch(batch, initial_job_idx)``, as Hydra's Optuna and Ax sweepers
-   do), each as a screen or in full (:func:`sweeper.search.order.screen_pays`).
+3. decides each ``ok`` screen: promote it to the full window, or skip it when even its upper bound is surely
+   dominated by a point measured in full;
+4. predicts every unmeasured point not in flight, skips those predicted not to fit or surely dominated (with the
+   margins), orders the rest by predicted front (:func:`sweeper.search.order.front_order`);
+5. fills the free slots, promotions first (:func:`sweeper.search.schedule.next_step`), each new point as a screen or
+   in full (:func:`sweeper.search.order.screen_pays`), and submits them; else waits for a job in flight to end.
 
-It stops when no unmeasured point is left that is not skipped, or after ``search.patience`` full measurements with no
-frontier change (the rest is skipped, the reason says so). Every point of the grid ends with a record.
+It stops when nothing is in flight and nothing is left to submit: no unmeasured point is left that is not skipped,
+or ``search.patience`` full measurements passed with no frontier change (the rest is skipped, the reason says so).
+Every point of the grid ends with a record.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +34,9 @@ from sweeper.config.target import Target
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.search import decide
+from sweeper.search.jobs import Jobs, Launched
 from sweeper.search.order import Guess, front_order, margin, overhead_estimate, screen_pays, surely_dominated
+from sweeper.search.schedule import Step, next_step, unchanged_streak
 from sweeper.search.state import Log, frontier_ids, history, interval, measured_point
 
 #: The override a screen job gets (a budget: the point's identity is unchanged).
@@ -47,20 +54,25 @@ class Point:
 
 
 class Search:
-    """One frontier search over ``points`` (see the module doc). ``launch(jobs, idx)`` is the Hydra launcher's
-    ``launch``; ``sweep`` the sweep directory; ``predictor(spec, target, calibration)`` the model
-    (:func:`sweeper.search.decide.guess`; a unit test gives synthetic predictions)."""
+    """One frontier search over ``points`` (see the module doc). ``jobs`` runs its jobs (:class:`Jobs`; a plain
+    callable is taken as a Hydra launcher's blocking ``launch(job_overrides, initial_job_idx)``); ``sweep`` the sweep
+    directory; ``predictor(spec, target, calibration)`` the model (:func:`sweeper.search.decide.guess`; a unit test
+    gives synthetic predictions)."""
 
-    def __init__(self, points: list[Point], sweep: SweepDir, launch: Any, predictor: Any = decide.guess) -> None:
+    def __init__(
+        self, points: list[Point], sweep: SweepDir, jobs: Jobs | Callable[..., Any], predictor: Any = decide.guess
+    ) -> None:
         self.points = points
         self.predict = predictor
         self.sweep = sweep.resolved()
-        self.launch_fn = launch
+        self.jobs: Jobs = jobs if isinstance(jobs, Jobs) else Launched(jobs)
         self.by_id = {p.pid: p for p in points}
         self.job_idx = 0
         self.log = Log.read(self.sweep)
         self.log.grid = len(points)
         self.conf = points[0].spec.search
+        self.front: frozenset[str] = frozenset()  # the measured frontier's point ids when a job last ended
+        self.stop: str | None = None  # why the search ends, once known
 
     # -- reading -----------------------------------------------------------------------------------------------
 
@@ -96,57 +108,81 @@ class Search:
     # -- the loop ----------------------------------------------------------------------------------------------
 
     def run(self) -> list[Any]:
-        """Search until a stop rule holds; returns the launchers' job returns, batch by batch."""
-        returns: list[Any] = []
-        rnd = len(self.log.rounds)
-        stalled: set[str] = set()
+        """Search until a stop rule holds (module doc); returns the launcher's job returns, submission by
+        submission."""
+        recs = self.records()
+        # a killed search's jobs still on SLURM: waited for, not decided again (their window is in search.json)
+        unrecorded = [p.pid for p in self.points if recs[p.pid] is None]
+        in_flight = {pid: self.window_of(pid) for pid in self.jobs.running(unrecorded)}
+        if in_flight:
+            print(f"search=frontier: {len(in_flight)} job(s) of an earlier run still queued or running, waited for: "
+                  f"{' '.join(sorted(in_flight))}", flush=True)  # fmt: skip
+        stalled: set[str] = set()  # a job ended without a final record: never submitted again by this search
+        self.front = frontier_ids(m for r in recs.values() if r is not None and (m := measured_point(r)) is not None)
         while True:
             recs = self.records()
-            measured = [m for r in recs.values() if r is not None and (m := measured_point(r)) is not None]
-            cal = decide.calibration(recs.values())
-            tput_e, mem_e, scr_e = self.errors(recs)
-            mt = margin(tput_e, self.conf.throughput_margin, need=2)  # no skip on throughput before 2 errors
-            mm = margin(mem_e, self.conf.memory_margin)
-            sm = margin(scr_e, self.conf.screen_margin, need=0)  # a screen is promoted on its floor at first
-            promote = self.screens(recs, measured, sm)
-            if promote:
-                rnd += 1
-                returns.append(self.launch(promote, [False] * len(promote), rnd, measured, stalled, {}))
-                continue
-            open_points = [p for p in self.points if recs[p.pid] is None and p.pid not in stalled]
-            if not open_points:
-                self.log.stop = "every point has a record"
+            self.settle(recs, in_flight)
+            step = self.step(recs, in_flight, stalled)
+            if step.wait:
+                for pid in self.jobs.wait(set(in_flight)):
+                    if self.sweep.final_status(pid) is None:
+                        in_flight.pop(pid, None)
+                        stalled.add(pid)  # given up (still pending on SLURM past its wait limit, or not written)
+            elif step.done:
                 break
-            guesses = {p.pid: self.predict(p.spec, p.target, cal) for p in open_points}
-            left = []
-            for p in open_points:
-                pred = guesses[p.pid]
-                skipped = decide.skip_predicted(self.sweep, p, pred, measured, mt, mm)
-                if skipped is None:
-                    left.append(p)
-            if not left:
-                self.log.stop = "no unmeasured point is predicted non-dominated (with margin)"
-                break
-            patience = self.conf.patience
-            if patience is not None and self.log.since_change >= patience:
-                for p in left:
-                    decide.skip_stopped(self.sweep, p, guesses[p.pid], patience)
-                self.log.stop = f"{patience} full measurement(s) without a frontier change (search.patience)"
-                break
-            order = front_order([Guess(p.pid, guesses[p.pid].tokens_per_s_per_device, guesses[p.pid].peak_bytes)
-                                 for p in left])  # fmt: skip
-            batch = [self.by_id[g.pid] for g in order[: max(1, self.conf.batch_size)]]
-            # before any point is measured in full nothing can dominate a screen: every screen would be promoted
-            screens = [bool(measured) and self.screen(p, guesses[p.pid], recs) for p in batch]
-            rnd += 1
-            preds = {p.pid: guesses[p.pid] for p in batch}
-            returns.append(self.launch(batch, screens, rnd, measured, stalled, preds, dict(mt=mt, mm=mm, sm=sm)))
-        self.log.cost = decide.cost(
-            self.sweep, self.points, self.records(), decide.calibration(self.records().values())
-        )
+        self.log.stop = self.stop or "every point has a record"
+        recs = self.records()
+        self.log.cost = decide.cost(self.sweep, self.points, recs, decide.calibration(recs.values()))
         self.log.write(self.sweep)
         print(f"search=frontier: stopped: {self.log.stop}; {decide.cost_line(self.log.cost)}", flush=True)
-        return returns
+        return self.jobs.returns
+
+    def settle(self, recs: dict[str, Record | None], in_flight: dict[str, str]) -> None:
+        """Take the jobs that ended (their point has a final record) out of ``in_flight``, and count the full
+        measurements since the measured frontier last changed (``search.patience``)."""
+        ended = [pid for pid in in_flight if recs[pid] is not None]
+        if not ended:
+            return
+        fulls = sum(in_flight.pop(pid) == "full" for pid in ended)
+        now = frontier_ids(m for r in recs.values() if r is not None and (m := measured_point(r)) is not None)
+        self.log.since_change = unchanged_streak(self.log.since_change, self.front, now, fulls)
+        self.front = now
+        self.log.write(self.sweep)
+
+    def step(self, recs: dict[str, Record | None], in_flight: dict[str, str], stalled: set[str]) -> Step:
+        """Steps 2-5 of the module doc on the records ``recs``: margins, screens promoted or skipped, unmeasured
+        points skipped, the free slots filled (submitted, added to ``in_flight``). Returns the step taken: jobs
+        submitted, a wait for a job in flight, or the end (its reason in ``self.stop``)."""
+        measured = [m for r in recs.values() if r is not None and (m := measured_point(r)) is not None]
+        cal = decide.calibration(recs.values())
+        tput_e, mem_e, scr_e = self.errors(recs)
+        mt = margin(tput_e, self.conf.throughput_margin, need=2)  # no skip on throughput before 2 errors
+        mm = margin(mem_e, self.conf.memory_margin)
+        sm = margin(scr_e, self.conf.screen_margin, need=0)  # a screen is promoted on its floor at first
+        promote = self.screens(recs, measured, sm)
+        open_points = [p for p in self.points if recs[p.pid] is None and p.pid not in stalled | set(in_flight)]
+        guesses = {p.pid: self.predict(p.spec, p.target, cal) for p in open_points}
+        left = [p for p in open_points if decide.skip_predicted(self.sweep, p, guesses[p.pid], measured, mt, mm)
+                is None]  # fmt: skip
+        if open_points and not left:
+            self.stop = "no unmeasured point is predicted non-dominated (with margin)"
+        patience = self.conf.patience
+        if left and patience is not None and self.log.since_change >= patience:
+            for p in left:
+                decide.skip_stopped(self.sweep, p, guesses[p.pid], patience)
+            self.stop, left = f"{patience} full measurement(s) without a frontier change (search.patience)", []
+        order = front_order([Guess(p.pid, guesses[p.pid].tokens_per_s_per_device, guesses[p.pid].peak_bytes)
+                             for p in left])  # fmt: skip
+        step = next_step([p.pid for p in promote], [g.pid for g in order], in_flight, self.conf.batch_size)
+        if step.submits:
+            batch = [self.by_id[pid] for pid in (*step.promote, *step.start)]
+            # before any point is measured in full nothing can dominate a screen: every screen would be promoted
+            screens = [False] * len(step.promote) + [
+                bool(measured) and self.screen(self.by_id[pid], guesses[pid], recs) for pid in step.start
+            ]
+            preds = {pid: guesses[pid] for pid in step.start}
+            self.launch(batch, screens, in_flight, preds, len(step.promote), dict(mt=mt, mm=mm, sm=sm))
+        return step
 
     def screens(self, recs: dict[str, Record | None], measured: list[Any], sm: float) -> list[Point]:
         """Decide every ``ok`` screen: the points to promote (returned); the others are skipped (recorded)."""
@@ -181,53 +217,54 @@ class Search:
                 spec = PointSpec.from_dict(r.spec)
                 samples.append((r.wall_time_s, spec.total_steps, m["step_time_s_median"]))
         kinds = [i.get("window") for i in self.log.points.values()]
-        promoted = sum(1 for pid, i in self.log.points.items() if i.get("window") == "screen" and
-                       recs.get(pid) is not None and not recs[pid].screen and recs[pid].status == "ok")  # type: ignore[union-attr]  # fmt: skip
+        promoted = 0  # screens measured in full since
+        for pid, info in self.log.points.items():
+            r = recs.get(pid)
+            promoted += int(info.get("window") == "screen" and r is not None and not r.screen and r.status == "ok")
         return screen_pays(saved, overhead_estimate(samples), promoted, kinds.count("screen"))
+
+    def window_of(self, pid: str) -> str:
+        """The window a point's latest job measures, as ``search.json`` logged it at launch (``full`` when unknown)."""
+        info = self.log.points.get(pid, {})
+        return str(info.get("job") or info.get("window") or "full")
 
     def launch(
         self,
         batch: list[Point],
         screens: list[bool],
-        rnd: int,
-        measured: list[Any],
-        stalled: set[str],
+        in_flight: dict[str, str],
         preds: dict[str, Any],
-        margins: dict[str, float] | None = None,
-    ) -> Any:
-        """Launch one batch through the Hydra launcher, log it, and count full measurements without a frontier
-        change (``search.patience``)."""
-        before = frontier_ids(measured)
+        promoted: int,
+        margins: dict[str, float],
+    ) -> None:
+        """Log one submission in ``search.json`` (the predictions its new points are launched on, the jobs already
+        in flight, the time), submit it, and add its points to ``in_flight`` (point id -> window)."""
+        number = len(self.log.rounds) + 1
         for p, s in zip(batch, screens, strict=True):
             info = self.log.points.setdefault(p.pid, {})
             if p.pid in preds:
                 pred = preds[p.pid]
                 info.update(tokens_per_s_per_device=pred.tokens_per_s_per_device, peak_bytes=pred.peak_bytes,
-                            round=rnd, window="screen" if s else "full")  # fmt: skip
+                            round=number, window="screen" if s else "full")  # fmt: skip
+            info["job"] = "screen" if s else "full"  # its latest job's window (a promotion: full)
         jobs = [
             [*p.overrides, SCREEN_OVERRIDE] if s else list(p.overrides) for p, s in zip(batch, screens, strict=True)
         ]
-        kinds = f"{sum(screens)} screened first" if any(screens) else "full window"
-        print(f"search=frontier: round {rnd}: {len(jobs)} point(s), {kinds}", flush=True)
-        self.log.rounds.append({"round": rnd, "points": [p.pid for p in batch], "screens": sum(screens),
-                                **(margins or {})})  # fmt: skip
+        busy = sorted(in_flight)
+        print(f"search=frontier: launch {number}: {len(jobs)} point(s) ({promoted} promoted, {sum(screens)} screened "
+              f"first), {len(busy)} still in flight", flush=True)  # fmt: skip
+        self.log.rounds.append({"round": number, "points": [p.pid for p in batch], "screens": sum(screens),
+                                "promoted": promoted, "in_flight": busy, "at": time.time(), **margins})  # fmt: skip
         self.log.write(self.sweep)
-        out = self.launch_fn(jobs, self.job_idx)
+        self.jobs.submit(jobs, self.job_idx)
         self.job_idx += len(jobs)
-        recs = self.records()
-        for p in batch:
-            if recs[p.pid] is None:
-                stalled.add(p.pid)  # no final record (still pending on SLURM, or not written): never relaunched here
-        fulls = sum(1 for p, s in zip(batch, screens, strict=True) if not s)
-        after = frontier_ids(m for r in recs.values() if r is not None and (m := measured_point(r)) is not None)
-        self.log.since_change = 0 if after != before else self.log.since_change + fulls
-        self.log.write(self.sweep)
-        return out
+        for p, s in zip(batch, screens, strict=True):
+            in_flight[p.pid] = "screen" if s else "full"
 
 
-def run_search(points: list[Point], sweep_dir: str | Path, launch: Any) -> list[Any]:
-    """Run the frontier search over ``points`` (deduplicated by point id, in grid order) with ``launch``, the Hydra
-    launcher's ``launch(job_overrides, initial_job_idx)``.
+def run_search(points: list[Point], sweep_dir: str | Path, jobs: Jobs | Callable[..., Any]) -> list[Any]:
+    """Run the frontier search over ``points`` (deduplicated by point id, in grid order) with ``jobs``
+    (:class:`sweeper.search.jobs.Jobs`, or a Hydra launcher's blocking ``launch(job_overrides, initial_job_idx)``).
 
     Raises:
         ValueError: an empty grid.
@@ -237,7 +274,7 @@ def run_search(points: list[Point], sweep_dir: str | Path, launch: Any) -> list[
         seen.setdefault(p.pid, p)
     if not seen:
         raise ValueError("search=frontier: the grid has no point")
-    return Search(list(seen.values()), SweepDir(Path(sweep_dir)), launch).run()
+    return Search(list(seen.values()), SweepDir(Path(sweep_dir)), jobs).run()
 
 
 def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]]) -> list[Point]:
@@ -245,7 +282,7 @@ def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]])
     (:func:`sweeper.config.compose.compose_points`), its spec, id and target (``launcher`` and ``cluster``).
 
     Raises:
-        ValueError: ``search=frontier`` with ``launcher.wait=false`` (the search must see each batch's records), or
+        ValueError: ``search=frontier`` with ``launcher.wait=false`` (the search must see its jobs' records), or
             an unknown ``search.screen``.
         hydra.errors.ConfigCompositionException: an override that does not compose.
     """
@@ -258,7 +295,7 @@ def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]])
 
     launcher = str(config.launcher.name)
     if launcher != "local" and not config.launcher.wait:
-        raise ValueError("search=frontier needs launcher.wait=true: each round decides on the records of the last")
+        raise ValueError("search=frontier needs launcher.wait=true: it decides on the records of its jobs as they end")
     if str(config.search.screen) not in ("auto", "always", "never"):
         raise ValueError(f"search.screen={config.search.screen!r}: use auto, always or never")
     cluster = plain_node(config.cluster)

@@ -65,8 +65,13 @@ def frontier_ids(measured: Iterable[Measured]) -> frozenset[str]:
 @dataclass
 class Log:
     """``search.json``: per point the prediction it was launched on (``{"tokens_per_s_per_device", "peak_bytes",
-    "front", "round", "window"}``), the rounds' margins, the stop reason and the cost figures (the report's first
-    line). Written atomically after every round; a damaged or missing file is an empty log (the records remain)."""
+    "round", "window"}``: ``round`` the submission that started it, ``window`` its first job's; ``job`` the window of
+    its latest job, ``full`` once promoted); ``rounds``, one entry per submission (a round of a blocking launcher; on
+    SLURM each set of jobs submitted when a job ended): its points, how many were promoted and screened, the points
+    still in flight (``in_flight``), the time (``at``, Unix seconds) and the margins; ``since_change`` (full-window
+    measurements without a frontier change), the stop reason and the cost figures (the report's first line).
+    Written atomically after every submission and every job's end; a damaged or missing file is an empty log (the
+    records remain)."""
 
     grid: int = 0
     points: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -19,7 +19,8 @@ import pickle
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,16 @@ from sweeper.results.sweepdir import SweepDir
 
 #: sbatch's words for an array above the site's ``MaxArraySize`` (SLURM 22-24).
 ARRAY_TOO_LARGE = "invalid job array specification"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What :meth:`SlurmLauncher.submit` did: Hydra's job returns (one per job override, its status word), the
+    points left to SLURM (submitted now, or still queued from an earlier submission), and the jobs submitted now."""
+
+    returns: list[JobReturn]
+    waiting: list[str]
+    submitted: int
 
 
 class PayloadNotPicklable(TypeError):
@@ -135,10 +146,10 @@ class SlurmLauncher(Launcher):
         self.task_function = task_function
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        """Submit the batch: sweeper's grid points (a config of sweeper's schema) as described in the module doc;
-        any other app's task function as one SLURM job per run (:func:`sweeper.launchers.slurm.hydra_task.launch_tasks`,
-        blocking until every job returned)."""
-        from sweeper.config.compose import compose_containers
+        """Submit the batch (:meth:`submit`), then, with ``launcher.wait=true``, block until every point submitted
+        or still queued from an earlier submission has a final record (:meth:`wait`). Any other app's task function
+        (a config not of sweeper's schema) runs as one SLURM job per run
+        (:func:`sweeper.launchers.slurm.hydra_task.launch_tasks`, blocking until every job returned)."""
         from sweeper.config.schema import is_sweeper_config
 
         assert self.config is not None
@@ -146,7 +157,37 @@ class SlurmLauncher(Launcher):
             from sweeper.launchers.slurm.hydra_task import launch_tasks
 
             return launch_tasks(self, job_overrides, initial_job_idx)
-        sweep = SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
+        done = self.submit(job_overrides, initial_job_idx)
+        launcher = plain_node(self.config.launcher)
+        if done.waiting and launcher["wait"]:  # the launcher section is the typed schema's: every key is there
+            self.wait(done.waiting)
+        elif done.waiting:
+            print(
+                f"{done.submitted} point(s) submitted, {len(done.waiting)} pending; "
+                f"watch with `python -m sweeper.status {self.sweep_dir().path}`, "
+                f"collect with `python -m sweeper.report {self.sweep_dir().path}`",
+                flush=True,
+            )
+        return done.returns
+
+    def sweep_dir(self) -> SweepDir:
+        """The sweep directory (``hydra.sweep.dir``), resolved."""
+        assert self.config is not None
+        return SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
+
+    def submit(self, job_overrides: Any, initial_job_idx: int) -> Submission:
+        """Submit sweeper's grid points as described in the module doc and return without waiting: each point is
+        identified, a final one kept (resume), one still queued from an earlier submission left to its job, the
+        others gated (a refusal is its record) and submitted as job arrays (``submitted.json``).
+
+        Raises:
+            InvalidPoint: ``cluster=local`` (SLURM needs a cluster's section).
+            PayloadNotPicklable: what would be sent to SLURM does not pickle.
+        """
+        from sweeper.config.compose import compose_containers
+
+        assert self.config is not None
+        sweep = self.sweep_dir()
         cluster = plain_node(self.config.cluster)
         launcher = plain_node(self.config.launcher)
         if cluster.get("name") in (None, "local"):
@@ -155,7 +196,7 @@ class SlurmLauncher(Launcher):
             )
         rerun = frozenset(launcher["rerun_statuses"])
         submitted = sweep.submitted()
-        alive = frozenset(_alive_jobs(submitted))
+        alive = frozenset(alive_jobs(submitted))
         groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         returns: list[JobReturn] = []
         waiting: list[str] = []
@@ -212,10 +253,9 @@ class SlurmLauncher(Launcher):
                         payload = {**outcome.to_payload(), "time_limit_s": params["time"] * 60}
                         groups[(spec.nodes, spec.ranks_per_node)].append({"payload": payload, "params": params})
                         status = "to submit"
-            print(
-                f"[{initial_job_idx + idx + 1}/{len(job_overrides)}] {' '.join(ov) or '(defaults)'}  {status}",
-                flush=True,
-            )
+            # a frontier search submits as jobs end, a point maybe twice (screen, full window): no total, as locally
+            total = "" if spec.search.name == "frontier" else f"/{len(job_overrides)}"
+            print(f"[{initial_job_idx + idx + 1}{total}] {' '.join(ov) or '(defaults)'}  {status}", flush=True)
             returns.append(_job_return(ov, status, initial_job_idx + idx))
         jobs, not_sent = self._submit(sweep, groups, cluster, array_chunk(site))
         waiting += [
@@ -224,16 +264,21 @@ class SlurmLauncher(Launcher):
             for it in items
             if it["payload"]["point_id"] not in not_sent
         ]
-        if waiting and launcher["wait"]:  # the launcher section is the typed schema's: every key is there
-            self._wait(sweep, waiting, float(launcher["poll_interval_s"]), launcher["wait_timeout_min"])
-        elif waiting:
-            print(
-                f"{len(jobs)} point(s) submitted, {len(waiting)} pending; "
-                f"watch with `python -m sweeper.status {sweep.path}`, "
-                f"collect with `python -m sweeper.report {sweep.path}`",
-                flush=True,
-            )
-        return returns
+        return Submission(returns, waiting, len(jobs))
+
+    def wait(self, point_ids: Collection[str], any_end: bool = False) -> set[str]:
+        """Block until every point of ``point_ids`` has a final record (``any_end``: until one of them has), or
+        ``launcher.wait_timeout_min`` minutes; asks SLURM every ``launcher.poll_interval_s`` seconds
+        (:meth:`_wait`).
+
+        Returns:
+            The points of ``point_ids`` with a final record when it returned (empty after a timeout with none).
+        """
+        assert self.config is not None
+        launcher = plain_node(self.config.launcher)
+        return self._wait(
+            self.sweep_dir(), list(point_ids), float(launcher["poll_interval_s"]), launcher["wait_timeout_min"], any_end
+        )
 
     def _submit(
         self, sweep: SweepDir, groups: dict, cluster: dict[str, Any], chunk: int | None
@@ -298,26 +343,29 @@ class SlurmLauncher(Launcher):
         return jobs, refused
 
     @staticmethod
-    def _wait(sweep: SweepDir, point_ids: list[str], poll_s: float, timeout_min: float | None = None) -> None:
-        """Block until every submitted point of this sweep has a final record, or ``timeout_min`` minutes
-        (``launcher.wait_timeout_min``; None: no limit). Each pass asks SLURM once (:func:`reconcile`), which writes
-        records for jobs the scheduler ended without one and for jobs that can never start (their reason, e.g.
-        ``PartitionTimeLimit``, ends them), so this never waits on a job that is gone or that will never run. A
-        pending line names the scheduler's reasons."""
+    def _wait(
+        sweep: SweepDir, point_ids: list[str], poll_s: float, timeout_min: float | None = None, any_end: bool = False
+    ) -> set[str]:
+        """Block until every point of ``point_ids`` has a final record (``any_end``: until one of them has), or
+        ``timeout_min`` minutes (``launcher.wait_timeout_min``; None: no limit). Each pass asks SLURM once
+        (:func:`reconcile`), which writes records for jobs the scheduler ended without one and for jobs that can
+        never start (their reason, e.g. ``PartitionTimeLimit``, ends them), so this never waits on a job that is gone
+        or that will never run. A pending line names the scheduler's reasons.
+
+        Returns:
+            The points of ``point_ids`` with a final record when it returned."""
         from collections import Counter
 
         last = None
         t0 = time.monotonic()
         while True:
             statuses = reconcile(sweep)
-            mine = [statuses.get(pid, "pending") for pid in point_ids]
+            # a point refused at submission (no job) has its record without being in submitted.json
+            mine = [statuses.get(pid) or sweep.final_status(pid) or "pending" for pid in point_ids]
+            ended = {pid for pid, s in zip(point_ids, mine, strict=True) if s != "pending"}
             counts = Counter(mine)
             queue = sweep.queue()
-            reasons = Counter(
-                str(queue.get(pid, {}).get("reason") or "?")
-                for pid in point_ids
-                if statuses.get(pid, "pending") == "pending"
-            )
+            reasons = Counter(str(queue.get(pid, {}).get("reason") or "?") for pid in point_ids if pid not in ended)
             line = ", ".join(
                 f"{n} {s}"
                 + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(reasons.items()))})" if s == "pending" else "")
@@ -326,8 +374,8 @@ class SlurmLauncher(Launcher):
             if line != last:
                 print(f"[slurm] {line}", flush=True)
                 last = line
-            if counts.get("pending", 0) == 0:
-                return
+            if counts.get("pending", 0) == 0 or (any_end and ended):
+                return ended
             if timeout_min is not None and time.monotonic() - t0 >= timeout_min * 60:
                 print(
                     f"[slurm] stopped waiting after {timeout_min:g} min (launcher.wait_timeout_min) with "
@@ -335,7 +383,7 @@ class SlurmLauncher(Launcher):
                     f"collect with `python -m sweeper.report {sweep.path}`",
                     flush=True,
                 )
-                return
+                return ended
             time.sleep(poll_s)
 
 
@@ -366,7 +414,7 @@ def refuse_array(sweep: SweepDir, payloads: list[dict[str, Any]], error: str) ->
     return done
 
 
-def _alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:
+def alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:
     """Points whose latest job is still queued or running (so a resume does not submit them again)."""
     if not submitted:
         return set()
