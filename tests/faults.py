@@ -158,3 +158,17 @@ class FakeGpuFp16Overflow(TrainerCallback):
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
+
+
+class SlowFirstArrayTask(TrainerCallback):
+    """Holds the first task of a SLURM job array of several tasks ``seconds`` longer at the end of training (after
+    every measured window, before the rank's record), so that the tasks of one submission end at different times
+    (real jobs of equal size end within the search's poll interval of each other)."""
+
+    def __init__(self, seconds: float = 8.0) -> None:
+        self.seconds = seconds
+
+    def on_train_end(self, args, state, control, **kwargs):
+        first = os.environ.get("SLURM_ARRAY_TASK_ID") == os.environ.get("SLURM_ARRAY_TASK_MIN", "0")
+        if first and int(os.environ.get("SLURM_ARRAY_TASK_COUNT", "1")) > 1:
+            time.sleep(self.seconds)

@@ -43,8 +43,14 @@ ARGS = [
 ]
 
 
-#: Two one-rank jobs at once on the dev cluster's two cores.
-SIDE_BY_SIDE = ["ranks_per_node=1", "cluster.array_parallelism=2"]
+#: Two one-rank jobs at once on the dev cluster's two cores; of the two jobs of one submission, the first ends 8 s
+#: after the other (tests.faults.SlowFirstArrayTask): equal jobs submitted together end within the search's poll
+#: interval of each other, and the next submission would then find neither running, by chance.
+SIDE_BY_SIDE = [
+    "ranks_per_node=1",
+    "cluster.array_parallelism=2",
+    "+callbacks=[{_target_:tests.faults.SlowFirstArrayTask,seconds:8}]",
+]
 
 
 def test_a_frontier_search_through_slurm_screens_promotes_and_records_every_point(tmp_path):
