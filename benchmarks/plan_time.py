@@ -73,8 +73,9 @@ def _uncontended(records: list) -> list:
 
 
 def evaluate(sweep_dir: Path, cache: Path | None, uncontended: bool = False) -> tuple[list[tuple], float]:
-    """Rows ``(engine, gc, precision, batch, measured, predicted, error, prediction, wait)`` of one sweep and its
-    tau; ``uncontended``: measured steps scaled by ``1 - runqueue_wait_frac`` first (:func:`_uncontended`)."""
+    """Rows ``(engine, gc, precision, batch, measured, predicted, error, prediction, wait, contended)`` of one sweep
+    (``contended``: the record's own flag, docs/measurement.md "Contention") and its tau; ``uncontended``: measured
+    steps scaled by ``1 - runqueue_wait_frac`` first (:func:`_uncontended`)."""
     if cache is not None:
         os.environ["SWEEPER_CACHE_DIR"] = str(cache)  # the gloo cost that repeat measured
     from sweeper.capacity.calibrate import family, fit_calibration
@@ -85,6 +86,7 @@ def evaluate(sweep_dir: Path, cache: Path | None, uncontended: bool = False) -> 
 
     records = [r for r in collect_records(sweep_dir) if r.status == "ok"]
     waits = {r.point_id: float(r.metrics.get("runqueue_wait_frac") or 0.0) for r in records}
+    contended = {r.point_id: bool(r.metrics.get("contended")) for r in records}
     if uncontended:
         records = _uncontended(records)
     cal = fit_calibration(records, select=lambda s: family(s) == "ddp", where=str(sweep_dir))
@@ -105,7 +107,7 @@ def evaluate(sweep_dir: Path, cache: Path | None, uncontended: bool = False) -> 
         measured, predicted = m["tokens_per_s_per_device"], pred.tokens_per_s_per_device
         err = (predicted - measured) / measured
         row = (_engine(spec), spec.gc, spec.precision, spec.micro_batch, measured, predicted, err, pred)
-        rows.append((*row, waits[r.point_id]))
+        rows.append((*row, waits[r.point_id], contended[r.point_id]))
     rows.sort(key=lambda x: (x[0], x[1], x[2], x[3]))
     tau = kendall_tau([x[5] for x in rows], [x[4] for x in rows])
     return rows, tau
@@ -122,24 +124,27 @@ def _print(runs: list[tuple[Path, Path | None, str]], uncontended: bool) -> None
         header += " | wait"
         print(header)
         print("-" * len(header))
-        within = total = 0
-        for eng, gc, prec, b, meas, pred_tps, err, pred, wait in rows:
+        within = total = within_quiet = quiet = 0
+        for eng, gc, prec, b, meas, pred_tps, err, pred, wait, busy in rows:
             mark = ""
             if eng != "DDP":
                 total += 1
                 within += abs(err) <= 0.25
+                quiet += not busy
+                within_quiet += not busy and abs(err) <= 0.25
                 worst_all = max(worst_all, abs(err))
                 mark = "" if abs(err) <= 0.25 else "  > 25 %"
             comm = f"{pred.comm_s * 1e3:7.1f}" if pred.comm_s is not None else "      -"
             print(
                 f"{eng:7} {gc!s:5} {prec:5} {b:>2} | {meas:9,.0f} {pred_tps:9,.0f} {err:+7.1%} | {comm} | "
-                f"{wait:4.0%}{mark}"
+                f"{wait:4.0%}{' contended' if busy else ''}{mark}"
             )
         other = [x for x in rows if x[0] != "DDP"]
         tau_other = kendall_tau([x[5] for x in other], [x[4] for x in other])
         print(
-            f"ZeRO-2/FSDP within 25 %: {within}/{total}; Kendall tau (all {len(rows)} points): {tau:.3f}; "
-            f"over the {len(other)} ZeRO-2/FSDP points alone (none calibrated on): {tau_other:.3f}"
+            f"ZeRO-2/FSDP within 25 %: {within}/{total} ({within_quiet}/{quiet} of those the product did not flag "
+            f"contended); Kendall tau (all {len(rows)} points): {tau:.3f}; over the {len(other)} ZeRO-2/FSDP points "
+            f"alone (none calibrated on): {tau_other:.3f}"
         )
     taus_s = ", ".join(f"{t:.3f}" for t in taus)
     print(f"\n{what}, all repeats: worst ZeRO-2/FSDP |error| {worst_all:.1%}; tau {taus_s}")
