@@ -232,3 +232,21 @@ def test_the_terminal_writes_a_peak_as_the_report_does():
         assert peak_text(peak) == shown == f"{num(peak, unit, 3, zeros=True)} {'GiB' if unit == GIB else 'MiB'}"
     record = Record(sweep_id="s", point_id="p", status="ok", metrics={"peak_mem_bytes": 12_140_000})
     assert "peak 11.6 MiB" in progress.summary_line(0, 1, [], record)
+
+
+def test_a_contended_points_line_says_so_with_the_share_lost_as_the_report_does():
+    """The report calls a contended point's tokens/s not certain; the terminal line, read first, says it too, with
+    the larger of the run-queue wait and the hypervisor steal (docs/measurement.md "Contention")."""
+    m = {"tokens_per_s_per_device": 7982.0, "peak_mem_bytes": 8_336_000, "contended": True}
+    busy = Record(
+        sweep_id="s", point_id="p", status="ok", metrics={**m, "runqueue_wait_frac": 0.32, "steal_frac": 0.05}
+    )
+    assert "measured under CPU contention: 32 % of the timed window lost" in progress.summary_line(0, 1, [], busy)
+    stolen = Record(
+        sweep_id="s", point_id="p", status="ok", metrics={**m, "runqueue_wait_frac": 0.02, "steal_frac": 0.2}
+    )
+    assert "20 % of the timed window lost" in progress.summary_line(0, 1, [], stolen)
+    quiet = Record(
+        sweep_id="s", point_id="p", status="ok", metrics={**m, "contended": False, "runqueue_wait_frac": 0.05}
+    )
+    assert "contention" not in progress.summary_line(0, 1, [], quiet)

@@ -280,8 +280,9 @@ def summary_line(
     index: int, total: int | None, overrides: list[str], record: Record, eta_s: float | None = None
 ) -> str:
     """One line: position and overrides, status, tokens/s per device and peak memory (as the report writes it:
-    :func:`sweeper.units.peak_text`, MiB = 2**20 bytes) when ``ok``, else the reason; wall time in seconds; the
-    sweep's ETA (``eta_s``, s) when known and not 0."""
+    :func:`sweeper.units.peak_text`, MiB = 2**20 bytes) when ``ok``, and the share of the timed window lost to CPU
+    contention when the point is ``contended``; else the reason; wall time in seconds; the sweep's ETA (``eta_s``,
+    s) when known and not 0."""
     m = record.metrics
     parts = [_label(index, total, overrides), record.status]
     if record.status == "ok":
@@ -289,6 +290,11 @@ def summary_line(
         peak = m.get("peak_mem_bytes")
         if peak is not None:
             parts.append(f"peak {peak_text(peak)}")
+        if m.get("contended"):  # the report's caveat, where the user reads first (docs/measurement.md "Contention")
+            lost = max(float(m.get(k) or 0.0) for k in ("runqueue_wait_frac", "steal_frac"))
+            parts.append(
+                f"(measured under CPU contention: {lost * 100:.0f} % of the timed window lost; tokens/s not certain)"
+            )
     else:
         parts.append(record.reason or "")
     if record.wall_time_s is not None:
