@@ -447,3 +447,20 @@ def test_every_grid_axis_is_a_config_key_of_the_written_runs_dotted_axes_include
             }.get(axis)
             if want is not None:
                 assert node == want, (axis, rid)
+
+
+def test_the_reports_wandb_section_counts_what_was_written_when_nothing_is_being_written_now(tmp_path, monkeypatch):
+    """While runs are being written the report says so, in plain words (no Markdown the HTML would show escaped);
+    a rebuild with ``--wandb off`` afterwards, as that sentence tells, gives the count the last write left."""
+    from sweeper.report import build_report
+    from sweeper.tracking.manifest import planned_lines
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    d = make_sweep(tmp_path)
+    planned, _ = planned_lines(d, "offline")
+    assert "`" not in planned and "python -m sweeper.report --wandb off" in planned
+    log_runs(d, WandbSettings("offline"))
+    report = build_report(d, wandb_mode="off").read_text()
+    section = report.split("## W\\&B", 1)[1]  # the heading as Markdown escapes it
+    assert "B runs written offline under" in section and "- 4 W" in section and "was being written" not in section
+    assert sync_command(d) in section

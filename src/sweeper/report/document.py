@@ -118,10 +118,11 @@ def build_document(
 
 def _wandb(sweep: SweepDir, mode: str | None, project: str) -> list[Section]:
     """The W&B section (where the runs go, the sync command): from ``mode`` when the runs are being written now
-    (:func:`sweeper.tracking.manifest.planned_lines`), else from what the last write left; none without runs."""
+    (:func:`sweeper.tracking.manifest.planned_lines`), else (``mode`` None or ``off``: nothing written now) from what
+    the last write left; none without runs."""
     from sweeper.tracking.manifest import planned_lines, summary_lines
 
-    lines = summary_lines(sweep) if mode is None else planned_lines(sweep, mode, project)
+    lines = summary_lines(sweep) if mode in (None, "off") else planned_lines(sweep, mode, project)
     if not lines:
         return []
     bullets = [escape(line) for line in lines if not line.startswith("Sync")]

@@ -55,8 +55,8 @@ def planned_lines(sweep_dir: SweepDir | Path, mode: str, project: str = "sweeper
     if mode == "offline":
         return [
             f"One W&B run per point was being written offline under {wandb_dir}/ when this report was made (beside "
-            "it): the terminal's W&B line says how many were written, and `python -m sweeper.report` on this sweep "
-            "directory rewrites this section with the count.",
+            "it): the terminal's W&B line says how many were written; once they are, python -m sweeper.report "
+            "--wandb off on this sweep directory rewrites this section with the count.",
             f"Sync them once online: {sync_command(sweep_dir)}",
         ]
     if mode == "online":
