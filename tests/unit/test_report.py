@@ -454,7 +454,7 @@ def test_mfu_peak_note_names_the_measurement_once_with_the_range(cpu_sweep: Path
     notes = section(text, "How each number was measured")
     assert notes.count("fp32 matmul") == 1
     assert (
-        "MFU peak: measured on rank 0 (fp32 matmul 512x512, 1 thread, best of 0.3 s), between 0.0673 and "
+        "MFU peak: measured on this host (fp32 matmul 512x512, 1 thread, best of 0.3 s), between 0.0673 and "
         "0.0794 TFLOP/s; each point's peak is in the `mfu_peak_flop_per_s` / `mfu_peak_source` columns of results.csv."
     ) in notes
     results = section(text, "Results")

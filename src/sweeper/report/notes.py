@@ -235,7 +235,7 @@ def mfu_peak_note(ok: pd.DataFrame) -> str:
             parts.append(f"datasheet{count}: {capped(each, 4)}")
             continue
         details = [escape(d) for d in sorted(d for d in by_detail if d)]
-        what = "measured on rank 0" if kind == "measured" else escape(kind)
+        what = "measured on this host" if kind == "measured" else escape(kind)  # this sweep, or a cache of the host
         peaks = [p for ps in by_detail.values() for p in ps]
         parts.append(f"{what}{count}" + (f" ({capped(details, 3)})" if details else "") + f", {_tflops_span(peaks)}")
     return (
