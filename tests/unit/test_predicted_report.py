@@ -252,6 +252,9 @@ def test_the_calibration_line_gives_the_efficiency_its_spread_and_peak_source_an
         == "plan.efficiency=0.0043 calibrated on 1 ok point; reuse: python -m sweeper.plan cluster=<name> model=tiny plan.efficiency=0.0043"
     )
     assert calibration_line(None, df) is None
+    # measured on CPUs: a fraction of a CPU's matmul peak plans no GPU cluster, so no command invites it
+    cpu = calibration_line(Calibration(0.064, 4, 0.041, 0.085, "measured"), df.assign(device_type="cpu"))
+    assert cpu is not None and "python -m sweeper.plan" not in cpu and "not a GPU cluster" in cpu
 
 
 def test_predictions_made_before_any_calibration_say_so_and_a_calibrated_plan_does_not():

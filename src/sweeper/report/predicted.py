@@ -125,7 +125,15 @@ def efficiency_value(x: float) -> str:
 def reuse_command(df: pd.DataFrame, efficiency: float) -> str:
     """``python -m sweeper.plan cluster=<name> [model=M] [seq_len=S] plan.efficiency=E``: the model and sequence
     length when the whole sweep has one value of each; ``cluster=<name>`` is the placeholder the reader fills in
-    (the planner requires it: the cluster to plan for is not the one measured on)."""
+    (the planner requires it), a cluster of the devices these points ran on: an efficiency is a fraction of the
+    measured device's peak. Points that ran on CPUs get the sentence that says it does not carry to GPUs instead
+    of a command."""
+    kinds = {str(v) for v in df.get("device_type", pd.Series(dtype=object)) if not missing(v)}
+    if kinds == {"cpu"}:
+        return (
+            "an efficiency measured against this CPU's matmul peak: it plans CPU hosts like this one, not a GPU "
+            "cluster (measure a few points there: launcher=slurm cluster=<name>)"
+        )
     parts = ["python -m sweeper.plan", "cluster=<name>"]
     for key in ("model", "seq_len"):
         values = {str(v) for v in df.get(key, pd.Series(dtype=object)) if not missing(v)}
