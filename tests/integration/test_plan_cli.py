@@ -90,6 +90,6 @@ def test_the_inverse_question_without_a_cluster_answers_over_the_catalogue_and_e
     assert len(answers) == 6 and answers["status"].notna().all()
     h100 = answers.set_index("cluster").loc["h100-80gb"]
     assert h100["status"] == "meets the deadline" and h100["predicted_train_days"] <= 30
-    slow = answers[answers["status"] == "not within the deadline"]
+    slow = answers[answers["status"] != "meets the deadline"]  # not within it, or no configuration runs there
     assert len(slow) and slow["reason"].str.contains("plan.max_nodes=16").all()
     assert proc.stdout.strip().splitlines()[-1].startswith(f"Answer: {out / 'deadline.md'}")

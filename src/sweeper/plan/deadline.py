@@ -41,6 +41,9 @@ from sweeper.plan.rows import PLANNED, plan_frame
 CATALOGUE: tuple[str, ...] = ("a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "l40s-48gb", "v100-32gb")
 #: ``status`` of an answer.
 MET, NOT_MET = "meets the deadline", "not within the deadline"
+#: The answer for a cluster on which no configuration of the grid runs at all (none predicted to fit, or refused:
+#: bf16 on a V100), whatever the deadline.
+NO_FIT = "no configuration runs there"
 #: Columns of ``deadline.csv``, in order.
 ANSWER_COLUMNS: tuple[str, ...] = (
     "cluster",
@@ -250,7 +253,8 @@ def _answer_row(name: str, search: _Cluster, nodes: int | None, found: Any) -> d
             "predicted_cost": None if price is None else hours * price,
             "reason": None,
         }
-    return {**base, "status": NOT_MET, "reason": _why_not(search)}
+    runs = search.fastest(q.fixed_nodes or q.max_nodes) is not None
+    return {**base, "status": NOT_MET if runs else NO_FIT, "reason": _why_not(search)}
 
 
 def _at_batch(row: pd.Series, q: Question) -> Any:
