@@ -31,6 +31,7 @@ class SweepRun:
     """A finished ``python -m sweeper`` command: its process result and its sweep directory."""
 
     def __init__(self, proc: subprocess.CompletedProcess, cwd: Path) -> None:
+        self._records: list | None = None
         self.proc = proc
         self.cwd = cwd
         self.output = proc.stdout + proc.stderr
@@ -41,7 +42,14 @@ class SweepRun:
         self.sweep_dir = self.report.parent if self.report else None
 
     def records(self):
-        return SweepDir(self.sweep_dir).records()
+        """The records of the sweep directory: as they are now, or as :meth:`freeze` kept them."""
+        return list(self._records) if self._records is not None else SweepDir(self.sweep_dir).records()
+
+    def freeze(self) -> SweepRun:
+        """Keep the records this run left: later sweeps resumed in the same directory (sharing its points) do not
+        change what :meth:`records` and :meth:`by` return."""
+        self._records = list(SweepDir(self.sweep_dir).records())
+        return self
 
     def by(self, **spec_values):
         """The one record whose spec matches all ``spec_values``."""
@@ -84,6 +92,22 @@ def sweeper_cli(tmp_path):
         return run_sweeper(list(args), tmp_path, timeout=timeout)
 
     return run
+
+
+#: Point settings of the local ZeRO grid and the sweeps that share its directory (``zero_grid``).
+ZERO_GRID_STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
+
+
+@pytest.fixture(scope="session")
+def zero_grid(tmp_path_factory) -> SweepRun:
+    """``+sweeps=zero`` (the named grid: ZeRO stages 0-3 on 2 gloo ranks) with ``ZERO_GRID_STEPS``, run once per
+    session, its records frozen as this run left them: ``test_sweep_zero`` checks them, and ``test_grad_accum``
+    resumes the same directory with its own grids, so that its ``grad_accum=1`` points under DDP (``zero=0``) and
+    ZeRO-2 are these records (the same points: same spec, same identity) instead of two more training runs."""
+    cwd = tmp_path_factory.mktemp("zero")
+    run = run_sweeper(["+sweeps=zero", *ZERO_GRID_STEPS, f"hydra.sweep.dir={cwd / 'sweep'}"], cwd)
+    assert run.proc.returncode == 0, run.output[-4000:]
+    return run.freeze()
 
 
 @pytest.fixture(scope="session")
