@@ -66,22 +66,62 @@ def _cpu_peak_cache(tmp_path_factory):
     yield
 
 
-def run_sweeper(args: list[str], cwd: Path, timeout: float = 900) -> SweepRun:
-    """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks)."""
+def _sweeper_env() -> dict[str, str]:
+    """The environment of a ``python -m sweeper`` command of the tests (tests/ importable by the ranks)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.pop("SWEEPER_SWEEP_ID", None)
     # W&B's own switch: no runs unless a test asks (wandb=offline wins over it; tests/integration/test_wandb.py)
     env.setdefault("WANDB_MODE", "disabled")
+    return env
+
+
+def run_sweeper(args: list[str], cwd: Path, timeout: float = 900) -> SweepRun:
+    """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks)."""
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper", *args],
         cwd=cwd,
-        env=env,
+        env=_sweeper_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     return SweepRun(proc, cwd)
+
+
+class StartedSweep:
+    """``python -m sweeper *args`` started in ``cwd`` and left running (:func:`start_sweeper`); its output goes to
+    files of ``cwd``, so that a long output never blocks it."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        self.args, self.cwd = [sys.executable, "-m", "sweeper", *args], cwd
+        self._out, self._err = (open(cwd / name, "w+") for name in ("sweeper.stdout", "sweeper.stderr"))
+        self.popen = subprocess.Popen(self.args, cwd=cwd, env=_sweeper_env(), stdout=self._out, stderr=self._err)
+        self._run: SweepRun | None = None
+
+    def wait(self, timeout: float = 900) -> SweepRun:
+        """The finished command, as :func:`run_sweeper` returns it (the same ``timeout``: killed past it)."""
+        if self._run is None:
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+                raise
+            finally:
+                texts = []
+                for f in (self._out, self._err):
+                    f.seek(0)
+                    texts.append(f.read())
+                    f.close()
+            proc = subprocess.CompletedProcess(self.args, self.popen.returncode, *texts)
+            self._run = SweepRun(proc, self.cwd)
+        return self._run
+
+
+def start_sweeper(args: list[str], cwd: Path) -> StartedSweep:
+    """Start ``python -m sweeper *args`` in ``cwd`` (as :func:`run_sweeper` runs it) without waiting for it."""
+    return StartedSweep(args, cwd)
 
 
 @pytest.fixture
