@@ -66,9 +66,10 @@ def _cpu_peak_cache(tmp_path_factory):
     yield
 
 
-def _sweeper_env() -> dict[str, str]:
-    """The environment of a ``python -m sweeper`` command of the tests (tests/ importable by the ranks)."""
-    env = dict(os.environ)
+def _sweeper_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a ``python -m sweeper`` command of the tests (tests/ importable by the ranks), with the
+    variables of ``extra`` (the ranks inherit them)."""
+    env = {**os.environ, **(extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.pop("SWEEPER_SWEEP_ID", None)
     # W&B's own switch: no runs unless a test asks (wandb=offline wins over it; tests/integration/test_wandb.py)
@@ -76,12 +77,13 @@ def _sweeper_env() -> dict[str, str]:
     return env
 
 
-def run_sweeper(args: list[str], cwd: Path, timeout: float = 900) -> SweepRun:
-    """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks)."""
+def run_sweeper(args: list[str], cwd: Path, timeout: float = 900, env: dict[str, str] | None = None) -> SweepRun:
+    """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks), with the
+    environment variables of ``env`` set for it alone (so that sweeps run side by side can differ in them)."""
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper", *args],
         cwd=cwd,
-        env=_sweeper_env(),
+        env=_sweeper_env(env),
         capture_output=True,
         text=True,
         timeout=timeout,
