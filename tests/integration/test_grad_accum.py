@@ -12,7 +12,7 @@ from tests.plan_checks import assert_states_and_peak_predicted
 
 pytestmark = pytest.mark.slow
 
-#: The grids: (engine key, grad_accum) of every point, as ``_key`` reads them off a record.
+#: The two grids (each with ``grad_accum=1,2``), and their points as ``_key`` reads them off a record.
 GRIDS = (["fsdp=none,full_shard"], ["zero=2"])
 POINTS = {(zero, fsdp, g) for zero, fsdp in ((0, "none"), (0, "full_shard"), (2, "none")) for g in (1, 2)}
 
