@@ -4,10 +4,11 @@ Each point is one task of a SLURM job array and each of its ranks a SLURM task (
 outcomes (time limit, memory kill, scancel) become records; a sweep can be submitted, left and collected later,
 and a sweep whose submitting process was killed is resumed to completion with every point run exactly once.
 
-The time-limit point takes the longest (SLURM's shortest limit is a minute, and it ends a job 60-90 s after its
-start): its sweep runs in the background (``time_limit_run``) with one rank, so one core, while the one-rank
-sweeps of the tests after it run on the other core; its test, the last, waits for it. The 2x2 grid and the
-preemption test need both cores: they run before it starts.
+The time-limit point takes the longest (SLURM's shortest limit is a minute; slurmctld checks limits every 30 s and
+may send the job's warning signal, ``cluster.signal_delay_s``, up to a minute early, so its record comes anywhere
+from about 20 to 90 s after the job starts): its sweep runs in the background (``time_limit_run``) with one rank,
+so one core, while the one-rank sweeps of the tests after it run on the other core; its test, the last, waits for
+it. The 2x2 grid and the preemption test need both cores: they run before it starts.
 """
 
 from __future__ import annotations
