@@ -31,6 +31,7 @@ class SweepRun:
     """A finished ``python -m sweeper`` command: its process result and its sweep directory."""
 
     def __init__(self, proc: subprocess.CompletedProcess, cwd: Path) -> None:
+        self._records: list | None = None
         self.proc = proc
         self.cwd = cwd
         self.output = proc.stdout + proc.stderr
@@ -41,7 +42,14 @@ class SweepRun:
         self.sweep_dir = self.report.parent if self.report else None
 
     def records(self):
-        return SweepDir(self.sweep_dir).records()
+        """The records of the sweep directory: as they are now, or as :meth:`freeze` kept them."""
+        return list(self._records) if self._records is not None else SweepDir(self.sweep_dir).records()
+
+    def freeze(self) -> SweepRun:
+        """Keep the records this run left: later sweeps resumed in the same directory (sharing its points) do not
+        change what :meth:`records` and :meth:`by` return."""
+        self._records = list(SweepDir(self.sweep_dir).records())
+        return self
 
     def by(self, **spec_values):
         """The one record whose spec matches all ``spec_values``."""
@@ -58,22 +66,64 @@ def _cpu_peak_cache(tmp_path_factory):
     yield
 
 
-def run_sweeper(args: list[str], cwd: Path, timeout: float = 900) -> SweepRun:
-    """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks)."""
-    env = dict(os.environ)
+def _sweeper_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a ``python -m sweeper`` command of the tests (tests/ importable by the ranks), with the
+    variables of ``extra`` (the ranks inherit them)."""
+    env = {**os.environ, **(extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.pop("SWEEPER_SWEEP_ID", None)
     # W&B's own switch: no runs unless a test asks (wandb=offline wins over it; tests/integration/test_wandb.py)
     env.setdefault("WANDB_MODE", "disabled")
+    return env
+
+
+def run_sweeper(args: list[str], cwd: Path, timeout: float = 900, env: dict[str, str] | None = None) -> SweepRun:
+    """Run ``python -m sweeper *args`` in ``cwd`` (tests/ importable by the ranks, for fault callbacks), with the
+    environment variables of ``env`` set for it alone (so that sweeps run side by side can differ in them)."""
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper", *args],
         cwd=cwd,
-        env=env,
+        env=_sweeper_env(env),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     return SweepRun(proc, cwd)
+
+
+class StartedSweep:
+    """``python -m sweeper *args`` started in ``cwd`` and left running (:func:`start_sweeper`); its output goes to
+    files of ``cwd``, so that a long output never blocks it."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        self.args, self.cwd = [sys.executable, "-m", "sweeper", *args], cwd
+        self._out, self._err = (open(cwd / name, "w+") for name in ("sweeper.stdout", "sweeper.stderr"))
+        self.popen = subprocess.Popen(self.args, cwd=cwd, env=_sweeper_env(), stdout=self._out, stderr=self._err)
+        self._run: SweepRun | None = None
+
+    def wait(self, timeout: float = 900) -> SweepRun:
+        """The finished command, as :func:`run_sweeper` returns it (the same ``timeout``: killed past it)."""
+        if self._run is None:
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+                raise
+            finally:
+                texts = []
+                for f in (self._out, self._err):
+                    f.seek(0)
+                    texts.append(f.read())
+                    f.close()
+            proc = subprocess.CompletedProcess(self.args, self.popen.returncode, *texts)
+            self._run = SweepRun(proc, self.cwd)
+        return self._run
+
+
+def start_sweeper(args: list[str], cwd: Path) -> StartedSweep:
+    """Start ``python -m sweeper *args`` in ``cwd`` (as :func:`run_sweeper` runs it) without waiting for it."""
+    return StartedSweep(args, cwd)
 
 
 @pytest.fixture
@@ -84,6 +134,22 @@ def sweeper_cli(tmp_path):
         return run_sweeper(list(args), tmp_path, timeout=timeout)
 
     return run
+
+
+#: Point settings of the local ZeRO grid and the sweeps that share its directory (``zero_grid``).
+ZERO_GRID_STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
+
+
+@pytest.fixture(scope="session")
+def zero_grid(tmp_path_factory) -> SweepRun:
+    """``+sweeps=zero`` (the named grid: ZeRO stages 0-3 on 2 gloo ranks) with ``ZERO_GRID_STEPS``, run once per
+    session, its records frozen as this run left them: ``test_sweep_zero`` checks them, and ``test_grad_accum``
+    resumes the same directory with its own grids, so that its ``grad_accum=1`` points under DDP (``zero=0``) and
+    ZeRO-2 are these records (the same points: same spec, same identity) instead of two more training runs."""
+    cwd = tmp_path_factory.mktemp("zero")
+    run = run_sweeper(["+sweeps=zero", *ZERO_GRID_STEPS, f"hydra.sweep.dir={cwd / 'sweep'}"], cwd)
+    assert run.proc.returncode == 0, run.output[-4000:]
+    return run.freeze()
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,9 @@ There is no GPU here, so the device memory is faked: on CPU ranks ``cluster.gpu_
 per rank that the harness enforces by raising the OOM a GPU would (``torch.OutOfMemoryError`` with the CUDA
 allocator's wording, mid-step); the test names say so. The exhaustive scan the search is checked against runs the
 same trials (same counter, same budget) at every batch from 1 up (``tests/batch_scan.py``).
+
+The two one-rank sweeps (one core each: the driver waits while its rank runs) run side by side (``one_rank``); the
+two-rank one runs alone.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -59,14 +63,24 @@ def exhaustive_scan(point_dir: Path, ranks: int, tmp: Path) -> tuple[int, int, l
     return lo, hi, SearchState.read(scan).trials
 
 
-def test_auto_batch_under_a_cpu_budget_faking_gpu_memory_equals_an_exhaustive_scan_in_log_trials(tmp_path):
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory) -> dict:
+    """The first and the last test's sweeps, one rank each, side by side (module docstring): ``"search"`` and
+    ``"too_small"``."""
+    sweeps = {
+        "search": ["per_device_batch_size=auto", f"cluster.gpu_mem_gib={BUDGET_GIB}", "ranks_per_node=1", *FAST],
+        "too_small": ["-m", "per_device_batch_size=auto,16", "cluster.gpu_mem_gib=0.002", "ranks_per_node=1", *FAST],
+    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(run_sweeper, args, tmp_path_factory.mktemp(name)) for name, args in sweeps.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def test_auto_batch_under_a_cpu_budget_faking_gpu_memory_equals_an_exhaustive_scan_in_log_trials(tmp_path, one_rank):
     """One rank: the search's own path without collectives (two ranks, with their all-gathered peaks and an OOM on
     one rank only, are the next test's, which checks the same properties on its trials and its measurement)."""
     ranks = 1
-    run = run_sweeper(
-        ["per_device_batch_size=auto", f"cluster.gpu_mem_gib={BUDGET_GIB}", f"ranks_per_node={ranks}", *FAST],
-        tmp_path,
-    )
+    run = one_rank["search"]
     assert run.proc.returncode == 0, run.output[-3000:]
     record, search = _search(run)
     assert record.status == "ok", record.reason
@@ -141,13 +155,11 @@ def test_one_rank_over_the_budget_mid_step_fake_oom_on_cpu_ends_its_launch_witho
     assert json.loads((pdir / SEARCH_FILE).read_text())["answer"] == answer
 
 
-def test_under_a_cpu_budget_too_small_for_one_sample_the_fake_gpu_oom_on_cpu_makes_both_points_oom(tmp_path):
+def test_under_a_cpu_budget_too_small_for_one_sample_the_fake_gpu_oom_on_cpu_makes_both_points_oom(one_rank):
     """2 MiB per rank holds less than the tiny model's states: the search records the OOM at batch 1 and measures
     nothing; a fixed batch meets the same budget in its first warm-up step (the harness enforces it on every point
     on CPU ranks, as a GPU's memory would be)."""
-    run = run_sweeper(
-        ["-m", "per_device_batch_size=auto,16", "cluster.gpu_mem_gib=0.002", "ranks_per_node=1", *FAST], tmp_path
-    )
+    run = one_rank["too_small"]
     assert run.proc.returncode == 0, run.output[-3000:]
     searched = next(r for r in run.records() if "batch_search" in r.ran)
     search = searched.ran["batch_search"]

@@ -7,21 +7,35 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_sweeper
+from tests.conftest import ZERO_GRID_STEPS, run_sweeper
 from tests.plan_checks import assert_states_and_peak_predicted
 
 pytestmark = pytest.mark.slow
 
-STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false"]
+#: The two grids (each with ``grad_accum=1,2``), and their points as ``_key`` reads them off a record.
+GRIDS = (["fsdp=none,full_shard"], ["zero=2"])
+POINTS = {(zero, fsdp, g) for zero, fsdp in ((0, "none"), (0, "full_shard"), (2, "none")) for g in (1, 2)}
+
+
+def _key(r) -> tuple:
+    return (r.spec["zero"], r.spec["fsdp"], r.spec["grad_accum"])
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory):
-    out = []
-    for grid in (["fsdp=none,full_shard"], ["zero=2"]):
-        run = run_sweeper(["-m", *grid, "grad_accum=1,2", *STEPS], tmp_path_factory.mktemp("grad_accum"))
+def records(zero_grid):
+    """Both grids resumed in the ZeRO grid's directory (``tests/conftest.py: zero_grid``, the same point settings):
+    its ``zero=0`` and ``zero=2`` points are this grid's ``grad_accum=1`` DDP and ZeRO-2 points, kept, not run
+    again; the other 4 points are measured here."""
+    for grid in GRIDS:
+        run = run_sweeper(
+            ["-m", *grid, "grad_accum=1,2", *ZERO_GRID_STEPS, f"hydra.sweep.dir={zero_grid.sweep_dir}"],
+            zero_grid.cwd,
+        )
         assert run.proc.returncode == 0, run.output[-4000:]
-        out += run.records()
+    every = run.records()
+    assert len(every) == len(zero_grid.records()) + 4, sorted(map(_key, every))  # 2 points shared, 4 new
+    out = [r for r in every if _key(r) in POINTS]
+    assert len(out) == len(POINTS), sorted(map(_key, out))  # one record per point of the two grids
     return out
 
 

@@ -4,6 +4,11 @@ on 2 gloo ranks, DeepSpeed JIT-building its real ``deepspeed_shm_comm`` op in a 
 The stale lock is made the way a sweep makes it: the rank that holds torch's ``FileBaton`` is killed (SIGKILL)
 while it builds, so ``<dir>/deepspeed_shm_comm/lock`` stays behind with nobody to remove it, and the ninja it started
 may still be compiling. Without the check every later ZeRO point waits in ``FileBaton.wait()`` until its timeout.
+
+Both tests use one ``TORCH_EXTENSIONS_DIR`` (``torch_extensions``, fresh for the module): the first builds the op
+there for real (its second point, after the killed build); the second test's point finds the op built, and still
+takes the baton (``torch.utils.cpp_extension`` takes it before every load, built or not: without the check it waits
+on the stale lock forever), then loads it without compiling it again. Run alone, the second test builds it itself.
 """
 
 from __future__ import annotations
@@ -49,8 +54,17 @@ def _kill_the_builder(lock, killed: list[int], deadline_s: float = 600) -> None:
         time.sleep(0.05)
 
 
-def test_a_rank_killed_while_building_leaves_a_lock_the_next_zero_point_removes(tmp_path, monkeypatch):
-    ext = tmp_path / "torch_extensions"
+@pytest.fixture(scope="module")
+def torch_extensions(tmp_path_factory):
+    """A fresh ``TORCH_EXTENSIONS_DIR`` for the module (module docstring)."""
+    return tmp_path_factory.mktemp("torch_extensions")
+
+
+def test_a_rank_killed_while_building_leaves_a_lock_the_next_zero_point_removes(
+    tmp_path, monkeypatch, torch_extensions
+):
+    ext = torch_extensions
+    assert not (ext / "deepspeed_shm_comm").exists()  # a fresh build: nothing built yet
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(ext))  # the env var torch honours: a fresh build
     lock = ext / "deepspeed_shm_comm" / "lock"
     killed: list[int] = []
@@ -71,9 +85,11 @@ def test_a_rank_killed_while_building_leaves_a_lock_the_next_zero_point_removes(
     assert not lock.exists()
 
 
-def test_a_lock_left_by_a_killed_builder_before_the_sweep_is_removed_with_a_note(tmp_path, monkeypatch):
-    ext = tmp_path / "torch_extensions"
-    (ext / "deepspeed_shm_comm").mkdir(parents=True)
+def test_a_lock_left_by_a_killed_builder_before_the_sweep_is_removed_with_a_note(
+    tmp_path, monkeypatch, torch_extensions
+):
+    ext = torch_extensions  # the op built by the test before, when it ran (module docstring)
+    (ext / "deepspeed_shm_comm").mkdir(parents=True, exist_ok=True)
     lock = ext / "deepspeed_shm_comm" / "lock"
     holder = subprocess.Popen([sys.executable, "-c", KILLER, str(lock)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

@@ -7,9 +7,14 @@ as in tests/integration/test_batch_search.py (a tensor-byte budget the harness e
 at batch 8 (over the margin), then tries 7 (fits): two trials in one launch. The faults are injected with
 ``SWEEPER_FAULT_INJECT`` (docs/failures.md): a search site in a rank counts the trials its launch agreed on as its
 step, ``search-driver`` the launches.
+
+Each sweep is one rank, so one core (its driver waits while its rank runs): the module's five sweeps run two at a
+time (``runs``), each with its own ``SWEEPER_FAULT_INJECT``, in about half the time of one after the other.
 """
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -39,20 +44,32 @@ def _internal(record, site: str) -> list[int]:
     return [t["batch"] for t in record.ran["batch_search"]["trials"]]
 
 
-@pytest.mark.parametrize(
-    ("inject", "kept"),
-    [
-        ("search-step@1", [8]),  # the next batch after the first trial: that trial is on disk
-        ("search-state@2", [8]),  # rank 0's write of the second trial: the first stays on disk
-        ("search-peak@1", [8]),  # the second trial's peak reading
-        ("budget", []),  # the first trial's budget window (CPU), at its first event
-    ],
-)
-def test_a_fault_of_the_searchs_own_code_in_a_rank_is_internal_with_the_trials_before_it(
-    inject, kept, tmp_path, monkeypatch
-):
-    monkeypatch.setenv(FAULT_ENV, inject)  # the ranks inherit it
-    run = run_sweeper(AUTO, tmp_path)
+RANK_FAULTS = [
+    ("search-step@1", [8]),  # the next batch after the first trial: that trial is on disk
+    ("search-state@2", [8]),  # rank 0's write of the second trial: the first stays on disk
+    ("search-peak@1", [8]),  # the second trial's peak reading
+    ("budget", []),  # the first trial's budget window (CPU), at its first event
+]
+#: The driver's fault: a grid of two points, the fault after each point's first launch.
+DRIVER = "search-driver"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Fault site -> its finished sweep: a single point per rank fault, the two-point grid for the driver's; two
+    sweeps at a time (module docstring), the fault set in each one's environment (the ranks inherit it)."""
+    sweeps = {inject: AUTO for inject, _ in RANK_FAULTS} | {DRIVER: ["-m", *AUTO, "seed=0,1"]}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            inject: pool.submit(run_sweeper, args, tmp_path_factory.mktemp("fault"), env={FAULT_ENV: inject})
+            for inject, args in sweeps.items()
+        }
+        return {inject: f.result() for inject, f in futures.items()}
+
+
+@pytest.mark.parametrize(("inject", "kept"), RANK_FAULTS)
+def test_a_fault_of_the_searchs_own_code_in_a_rank_is_internal_with_the_trials_before_it(inject, kept, runs):
+    run = runs[inject]
     assert run.proc.returncode == 1, run.output[-3000:]
     (r,) = run.records()
     assert _internal(r, inject.split("@")[0]) == kept
@@ -60,11 +77,10 @@ def test_a_fault_of_the_searchs_own_code_in_a_rank_is_internal_with_the_trials_b
     assert r.ran["batch_search"]["answer"] is None  # nothing measured at a guessed batch
 
 
-def test_a_fault_of_the_searchs_driver_code_is_internal_for_its_point_and_the_grid_goes_on(tmp_path, monkeypatch):
+def test_a_fault_of_the_searchs_driver_code_is_internal_for_its_point_and_the_grid_goes_on(runs):
     """After the first launch the driver's read of the search state fails: each point of the grid is recorded
     ``internal`` with the trials its ranks agreed on (rank 0's state), the grid ends normally, with its report."""
-    monkeypatch.setenv(FAULT_ENV, "search-driver")
-    run = run_sweeper(["-m", *AUTO, "seed=0,1"], tmp_path)
+    run = runs[DRIVER]
     assert run.proc.returncode == 0, run.output[-3000:]
     records = run.records()
     assert len(records) == 2 and run.report is not None and run.report.exists()

@@ -3,6 +3,12 @@
 Each point is one task of a SLURM job array and each of its ranks a SLURM task (srun via submitit). The scheduler's
 outcomes (time limit, memory kill, scancel) become records; a sweep can be submitted, left and collected later,
 and a sweep whose submitting process was killed is resumed to completion with every point run exactly once.
+
+The time-limit point takes the longest (SLURM's shortest limit is a minute; slurmctld checks limits every 30 s and
+may send the job's warning signal, ``cluster.signal_delay_s``, up to a minute early, so its record comes anywhere
+from about 20 to 90 s after the job starts): its sweep runs in the background (``time_limit_run``) with one rank,
+so one core, while the one-rank sweeps of the tests after it run on the other core; its test, the last, waits for
+it. The 2x2 grid and the preemption test need both cores: they run before it starts.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import pandas as pd
 import pytest
 
 from sweeper.results.sweepdir import SweepDir
-from tests.conftest import NEEDS_DEV_SLURM, REPO, SLURM_FEW_STEPS, run_sweeper
+from tests.conftest import NEEDS_DEV_SLURM, REPO, SLURM_FEW_STEPS, run_sweeper, start_sweeper
 
 pytestmark = [
     pytest.mark.slow,
@@ -31,6 +37,8 @@ SLURM = ["launcher=slurm", "cluster=dev", "launcher.poll_interval_s=1"]
 FEW_STEPS = SLURM_FEW_STEPS
 # slurm_2x2 (tests/conftest.py, one per session): -m fsdp=none,full_shard gc=true,false with FEW_STEPS and SLURM
 FAULTS = "tests.faults"
+#: The sweeps that run beside the time-limit point: one rank each (one core of the dev node's two).
+ONE_RANK = "ranks_per_node=1"
 
 
 def _env() -> dict[str, str]:
@@ -72,101 +80,6 @@ def test_the_slurm_report_matches_the_local_one(slurm_2x2):
         assert df.loc[(fsdp, True), "peak_mem_bytes"] < df.loc[(fsdp, False), "peak_mem_bytes"]
     assert df["on_frontier"].any()
     assert slurm_2x2.last_line.startswith("Report: ")
-
-
-def test_a_point_past_its_time_limit_is_recorded_as_timeout(tmp_path):
-    run = run_sweeper(
-        [
-            "-m",
-            "timed_steps=3",
-            "cluster.time_limit_min=1",
-            f"+callbacks=[{{_target_:{FAULTS}.HangRank,at_step:2,rank:1}}]",
-            *SLURM,
-        ],
-        tmp_path,
-    )
-    assert run.proc.returncode == 0, run.output[-3000:]
-    (r,) = run.records()
-    assert r.status == "timeout", r.reason
-    assert "time limit" in r.reason
-    assert r.failure["time_limit_s"] == 60
-
-
-def test_a_point_over_its_memory_request_is_recorded_as_killed_for_memory(tmp_path):
-    run = run_sweeper(["-m", "timed_steps=3", "cluster.mem=300M", *SLURM], tmp_path)
-    assert run.proc.returncode == 0, run.output[-3000:]
-    (r,) = run.records()
-    assert r.status == "host_oom", r.reason
-    assert r.failure["slurm_state"] in ("FAILED", "OUT_OF_MEMORY") and "9" in r.failure["slurm_exit_code"]
-    assert r.failure["host_mem_limit_bytes"] == 300 * 2**20
-    assert r.failure["host_rss_bytes"] > r.failure["host_mem_limit_bytes"]
-    assert "cluster.mem" in r.reason
-
-
-def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path):
-    run = run_sweeper(
-        [
-            "-m",
-            "launcher.wait=false",
-            *FEW_STEPS,
-            f"+callbacks=[],[{{_target_:{FAULTS}.HangRank,at_step:2,rank:1}}]",
-            *SLURM,
-        ],
-        tmp_path,
-    )
-    assert run.proc.returncode == 0, run.output[-3000:]
-    assert "2 point(s) submitted, 2 pending" in run.output  # returned right after sbatch, without waiting
-    assert "sweeper.status" in run.output
-    submitted = json.loads((run.sweep_dir / "submitted.json").read_text())
-    hang = next(e for e in submitted.values() if e["spec"]["callbacks"])
-    status = subprocess.run(
-        [sys.executable, "-m", "sweeper.status", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
-    )
-    assert status.returncode == 3 and "pending" in status.stdout  # 3 = some points still pending
-    subprocess.run(["scancel", hang["job_id"]], check=True)
-    deadline = time.monotonic() + 120  # the other point runs in about 10-25 s
-    while True:
-        status = subprocess.run(
-            [sys.executable, "-m", "sweeper.status", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
-        )
-        if status.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(3)
-    assert status.returncode == 0, status.stdout
-    report = subprocess.run(
-        [sys.executable, "-m", "sweeper.report", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
-    )
-    assert report.returncode == 0, report.stderr
-    by_callbacks = {bool(r.spec["callbacks"]): r for r in SweepDir(run.sweep_dir).records()}
-    assert by_callbacks[False].status == "ok"
-    assert by_callbacks[True].status == "cancelled"
-    assert by_callbacks[True].failure["slurm_job_id"] == hang["job_id"]
-    assert "cancelled" in (run.sweep_dir / "report.md").read_text()
-
-
-def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point_once(tmp_path):
-    cmd = [sys.executable, "-m", "sweeper", "-m", "gc=true,false", *FEW_STEPS, *SLURM]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:  # kill the submitter right after sbatch, while the jobs are queued/running
-        if line.startswith("sbatch:"):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
-    (sweep_dir,) = (tmp_path / "multirun").iterdir()
-    assert not list(sweep_dir.glob("points/*/result.json")) or len(list(sweep_dir.glob("points/*/result.json"))) < 2
-    resumed = run_sweeper(["-m", "gc=true,false", *FEW_STEPS, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
-    assert resumed.proc.returncode == 0, resumed.output[-3000:]
-    records = SweepDir(sweep_dir).records()
-    assert sorted(r.spec["gc"] for r in records) == [False, True]
-    assert [r.status for r in records] == ["ok", "ok"]
-    submitted = json.loads((sweep_dir / "submitted.json").read_text())
-    assert all(len(e["attempts"]) == 1 for e in submitted.values())  # never submitted twice
-    assert json.loads((sweep_dir / "sweep.json").read_text())["resumed"] == 1
-    # and a third run on the finished directory launches nothing
-    again = run_sweeper(["-m", "gc=true,false", *FEW_STEPS, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
-    assert again.proc.returncode == 0
-    assert "sbatch:" not in again.output
-    assert [r.status for r in SweepDir(sweep_dir).records()] == ["ok", "ok"]
 
 
 def _squeue_state(job_id: str) -> str:
@@ -235,3 +148,110 @@ def test_a_preempted_point_is_requeued_up_to_max_requeues_then_recorded_as_preem
     assert r.status == "preempted", r.reason
     assert "preempted 2 times" in r.reason and "max_requeues=1" in r.reason
     assert r.env["slurm_job_id"] == job
+
+
+@pytest.fixture(scope="module")
+def time_limit_run(tmp_path_factory):
+    """The time-limit test's sweep, started by the first test that asks for it and left running (module docstring):
+    one point, one rank that hangs at step 2 until SLURM's time limit of one minute ends its job."""
+    started = start_sweeper(
+        [
+            "-m",
+            ONE_RANK,
+            "timed_steps=3",
+            "cluster.time_limit_min=1",
+            f"+callbacks=[{{_target_:{FAULTS}.HangRank,at_step:2,rank:0}}]",
+            *SLURM,
+        ],
+        tmp_path_factory.mktemp("time_limit"),
+    )
+    yield started
+    started.wait()  # never leave its job to the next module
+
+
+def test_a_point_over_its_memory_request_is_recorded_as_killed_for_memory(tmp_path, time_limit_run):
+    run = run_sweeper(["-m", ONE_RANK, "timed_steps=3", "cluster.mem=300M", *SLURM], tmp_path)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    (r,) = run.records()
+    assert r.status == "host_oom", r.reason
+    assert r.failure["slurm_state"] in ("FAILED", "OUT_OF_MEMORY") and "9" in r.failure["slurm_exit_code"]
+    assert r.failure["host_mem_limit_bytes"] == 300 * 2**20
+    assert r.failure["host_rss_bytes"] > r.failure["host_mem_limit_bytes"]
+    assert "cluster.mem" in r.reason
+
+
+def test_submit_and_return_then_cancel_one_point_and_collect_later(tmp_path, time_limit_run):
+    run = run_sweeper(
+        [
+            "-m",
+            ONE_RANK,
+            "launcher.wait=false",
+            *FEW_STEPS,
+            f"+callbacks=[],[{{_target_:{FAULTS}.HangRank,at_step:2,rank:0}}]",
+            *SLURM,
+        ],
+        tmp_path,
+    )
+    assert run.proc.returncode == 0, run.output[-3000:]
+    assert "2 point(s) submitted, 2 pending" in run.output  # returned right after sbatch, without waiting
+    assert "sweeper.status" in run.output
+    submitted = json.loads((run.sweep_dir / "submitted.json").read_text())
+    hang = next(e for e in submitted.values() if e["spec"]["callbacks"])
+    status = subprocess.run(
+        [sys.executable, "-m", "sweeper.status", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
+    )
+    assert status.returncode == 3 and "pending" in status.stdout  # 3 = some points still pending
+    subprocess.run(["scancel", hang["job_id"]], check=True)
+    deadline = time.monotonic() + 120  # the other point runs in about 10-25 s
+    while True:
+        status = subprocess.run(
+            [sys.executable, "-m", "sweeper.status", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
+        )
+        if status.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert status.returncode == 0, status.stdout
+    report = subprocess.run(
+        [sys.executable, "-m", "sweeper.report", str(run.sweep_dir)], capture_output=True, text=True, env=_env()
+    )
+    assert report.returncode == 0, report.stderr
+    by_callbacks = {bool(r.spec["callbacks"]): r for r in SweepDir(run.sweep_dir).records()}
+    assert by_callbacks[False].status == "ok"
+    assert by_callbacks[True].status == "cancelled"
+    assert by_callbacks[True].failure["slurm_job_id"] == hang["job_id"]
+    assert "cancelled" in (run.sweep_dir / "report.md").read_text()
+
+
+def test_a_sweep_whose_submitting_process_was_killed_is_resumed_with_every_point_once(tmp_path, time_limit_run):
+    grid = ["-m", ONE_RANK, "gc=true,false", *FEW_STEPS]
+    cmd = [sys.executable, "-m", "sweeper", *grid, *SLURM]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:  # kill the submitter right after sbatch, while the jobs are queued/running
+        if line.startswith("sbatch:"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    (sweep_dir,) = (tmp_path / "multirun").iterdir()
+    assert not list(sweep_dir.glob("points/*/result.json")) or len(list(sweep_dir.glob("points/*/result.json"))) < 2
+    resumed = run_sweeper([*grid, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
+    assert resumed.proc.returncode == 0, resumed.output[-3000:]
+    records = SweepDir(sweep_dir).records()
+    assert sorted(r.spec["gc"] for r in records) == [False, True]
+    assert [r.status for r in records] == ["ok", "ok"]
+    submitted = json.loads((sweep_dir / "submitted.json").read_text())
+    assert all(len(e["attempts"]) == 1 for e in submitted.values())  # never submitted twice
+    assert json.loads((sweep_dir / "sweep.json").read_text())["resumed"] == 1
+    # and a third run on the finished directory launches nothing
+    again = run_sweeper([*grid, f"hydra.sweep.dir={sweep_dir}", *SLURM], tmp_path)
+    assert again.proc.returncode == 0
+    assert "sbatch:" not in again.output
+    assert [r.status for r in SweepDir(sweep_dir).records()] == ["ok", "ok"]
+
+
+def test_a_point_past_its_time_limit_is_recorded_as_timeout(time_limit_run):
+    run = time_limit_run.wait()
+    assert run.proc.returncode == 0, run.output[-3000:]
+    (r,) = run.records()
+    assert r.status == "timeout", r.reason
+    assert "time limit" in r.reason
+    assert r.failure["time_limit_s"] == 60

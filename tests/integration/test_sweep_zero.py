@@ -1,10 +1,10 @@
-"""DeepSpeed ZeRO stages through the real HF integration on 2 gloo ranks (``+sweeps=zero``, a named grid)."""
+"""DeepSpeed ZeRO stages through the real HF integration on 2 gloo ranks (``+sweeps=zero``, a named grid; run once
+per session by the ``zero_grid`` fixture of ``tests/conftest.py``, whose records ``test_grad_accum`` shares)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_sweeper
 from tests.plan_checks import assert_states_and_peak_predicted
 
 pytestmark = pytest.mark.slow
@@ -13,13 +13,9 @@ P = 210_240  # parameters of the tiny model
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    run = run_sweeper(
-        ["+sweeps=zero", "timed_steps=3", "warmup_steps=1", "profile_steps=0", "profile_trace=false"],
-        tmp_path_factory.mktemp("zero"),
-    )
-    assert run.proc.returncode == 0, run.output[-4000:]
-    return run
+def sweep(zero_grid):
+    """The named grid's run, its records as it left them (``SweepRun.freeze``)."""
+    return zero_grid
 
 
 def test_the_named_zero_grid_runs_stages_0_to_3(sweep):

@@ -4,6 +4,9 @@
 
 The OOM is real: ``cluster.gpu_mem_gib`` is a tensor-byte budget on CPU ranks (sweeper.job.budget raises the
 ``torch.OutOfMemoryError`` a GPU would). Nothing else is faked.
+
+Every sweep here runs one rank (one core; its driver waits while the rank runs): the three tests' first sweeps run
+two at a time (``first_sweeps``), the rest of each test after them as before.
 """
 
 from __future__ import annotations
@@ -87,21 +90,47 @@ def _no_secret(sweep_dir: Path, *texts: str) -> None:
             assert FAKE_KEY.encode() not in path.read_bytes(), f"the API key leaked into {path}"
 
 
-def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    first = _sweep(
-        [
-            "-m",
-            "per_device_batch_size=1,32",  # 32 samples do not fit the 20 MiB budget: a real OOM
-            "precision=fp32,fp16",  # fp16 on CPU is refused before launch (unsupported)
-            "cluster.gpu_mem_gib=0.02",
-            "wandb=offline",
-            *CHEAP,
-            f"hydra.sweep.dir={sweep_dir}",
-        ],
-        tmp_path,
-        WANDB_API_KEY=FAKE_KEY,
-    )
+@pytest.fixture(scope="module")
+def first_sweeps(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """The first sweep of each test, two at a time (one rank each, so one core each: the module docstring), each in a
+    folder of its own with its sweep in ``<folder>/sweep``: name -> (finished command, folder). ``grid``: the grid
+    of ok, oom and refused points (the first test resumes it); ``broken``: one point with ``wandb`` shadowed by a
+    module that raises on import; ``layout``: one point whose run the last test compares with WandbCallback's."""
+    folders = {name: tmp_path_factory.mktemp(name) for name in ("grid", "broken", "layout")}
+    shim = folders["broken"] / "shim" / "wandb"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('wandb is broken on purpose (test)')\n")
+    sweeps = {
+        "grid": (
+            [
+                "-m",
+                "per_device_batch_size=1,32",  # 32 samples do not fit the 20 MiB budget: a real OOM
+                "precision=fp32,fp16",  # fp16 on CPU is refused before launch (unsupported)
+                "cluster.gpu_mem_gib=0.02",
+                "wandb=offline",
+                *CHEAP,
+            ],
+            {"WANDB_API_KEY": FAKE_KEY},
+        ),
+        "broken": (
+            ["-m", "gc=true", "wandb=offline", *CHEAP],
+            {"PYTHONPATH": os.pathsep.join([str(shim.parent), str(REPO)])},
+        ),
+        "layout": (["-m", "gc=false", "wandb=offline", *CHEAP], {}),
+    }
+
+    def run(name: str) -> subprocess.CompletedProcess:
+        args, env = sweeps[name]
+        return _sweep([*args, f"hydra.sweep.dir={folders[name] / 'sweep'}"], folders[name], **env)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = dict(zip(sweeps, pool.map(run, sweeps), strict=True))
+    return {name: (done[name], folders[name]) for name in sweeps}
+
+
+def test_one_offline_run_per_point_read_back_then_updated_not_added(first_sweeps):
+    first, work = first_sweeps["grid"]
+    sweep_dir = work / "sweep"
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "W&B (offline): 4 runs written, 0 unchanged" in first.stdout
     assert f"wandb sync {sweep_dir / 'wandb'}/offline-run-*" in first.stdout
@@ -116,7 +145,7 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
             *CHEAP,
             f"hydra.sweep.dir={sweep_dir}",
         ],
-        tmp_path,
+        work,
         WANDB_API_KEY=FAKE_KEY,
     )
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
@@ -210,18 +239,11 @@ def test_one_offline_run_per_point_read_back_then_updated_not_added(tmp_path):
 HISTORY_NAMES = (*runs_module.HISTORY_NAMES.values(), runs_module.TIMED)
 
 
-def test_broken_wandb_never_fails_the_sweep_or_the_report(tmp_path):
+def test_broken_wandb_never_fails_the_sweep_or_the_report(first_sweeps):
     """W&B broken three ways: the module missing (a sweep asked for wandb=offline), an unwritable wandb/ folder,
     and a bad WANDB_MODE. Every point is recorded, the report is written, a line says what happened."""
-    shim = tmp_path / "shim" / "wandb"
-    shim.mkdir(parents=True)
-    (shim / "__init__.py").write_text("raise ImportError('wandb is broken on purpose (test)')\n")
-    sweep_dir = tmp_path / "sweep"
-    run = _sweep(
-        ["-m", "gc=true", "wandb=offline", *CHEAP, f"hydra.sweep.dir={sweep_dir}"],
-        tmp_path,
-        PYTHONPATH=os.pathsep.join([str(shim.parent), str(REPO)]),
-    )
+    run, work = first_sweeps["broken"]  # wandb shadowed by a module that raises (first_sweeps)
+    sweep_dir = work / "sweep"
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     statuses = [json.loads(p.read_text())["status"] for p in (sweep_dir / "points").glob("*/result.json")]
     assert statuses == ["ok"]
@@ -275,23 +297,23 @@ def _config(run: dict) -> dict:
     return {k: v for k, v in run["config"].items() if not k.startswith("_")}
 
 
-def test_a_runs_layout_is_what_wandb_callback_logs_for_the_same_training_arguments(tmp_path):
+def test_a_runs_layout_is_what_wandb_callback_logs_for_the_same_training_arguments(first_sweeps):
     """Issue 22 item 4: one real point's run, read back offline, against the run HF's WandbCallback writes for a
     plain Trainer on the same spec: the same config keys with the same values (the Trainer's TrainingArguments
     over the model config, the parameter count; only where-it-was-logged keys aside), sweeper's own under
     ``sweeper``; the Trainer's history names, with the same losses step by step; its final metrics in the
     summary."""
-    sweep_dir = tmp_path / "sweep"
-    run = _sweep(["-m", "gc=false", "wandb=offline", *CHEAP, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    run, work = first_sweeps["layout"]
+    sweep_dir = work / "sweep"
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ((_, folder),) = offline_runs(sweep_dir).items()
     (point_dir,) = (p.parent for p in (sweep_dir / "points").glob("*/result.json"))
-    script = tmp_path / "plain_trainer.py"
+    script = work / "plain_trainer.py"
     script.write_text(_PLAIN_TRAINER)
-    hf_dir = tmp_path / "hf"
+    hf_dir = work / "hf"
     hf_dir.mkdir()
     plain = subprocess.run(
-        [sys.executable, str(script), str(point_dir), str(tmp_path / "hf_out")],
+        [sys.executable, str(script), str(point_dir), str(work / "hf_out")],
         env=_env(WANDB_MODE="offline", WANDB_DIR=str(hf_dir), WANDB_PROJECT="sweeper", WANDB_SILENT="true"),
         capture_output=True,
         text=True,
