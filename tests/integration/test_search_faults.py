@@ -4,7 +4,8 @@ nor a crashed sweep.
 
 Real searches (the real HF Trainer, real torchrun), one rank and the tiny model for speed; the device memory is faked
 as in tests/integration/test_batch_search.py (a tensor-byte budget the harness enforces on CPU). This search seeds
-at batch 8 (over the margin), then tries 7 (fits): two trials in one launch. The faults are injected with
+at batch 8 (fits: 25,112,480 B under 27,031,450 usable), then tries 9 (over the margin, 27,934,112 B, under the
+budget's 28,454,158 B, so its peak is read): two trials in one launch, both run. The faults are injected with
 ``SWEEPER_FAULT_INJECT`` (docs/failures.md): a search site in a rank counts the trials its launch agreed on as its
 step, ``search-driver`` the launches.
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 AUTO = [
     "per_device_batch_size=auto",
-    "cluster.gpu_mem_gib=0.025",
+    "cluster.gpu_mem_gib=0.0265",
     "ranks_per_node=1",
     "seq_len=128",
     "warmup_steps=1",
@@ -85,6 +86,6 @@ def test_a_fault_of_the_searchs_driver_code_is_internal_for_its_point_and_the_gr
     records = run.records()
     assert len(records) == 2 and run.report is not None and run.report.exists()
     for r in records:
-        assert _internal(r, "search-driver") == [8, 7]
+        assert _internal(r, "search-driver") == [8, 9]
         assert "the trials before it are kept" in r.reason
         assert r.ran["batch_search"]["launches"] == 1 and r.failure["phase"] == "setup"
