@@ -291,7 +291,8 @@ def summary_line(
         if peak is not None:
             parts.append(f"peak {peak_text(peak)}")
         if m.get("contended"):  # the report's caveat, where the user reads first (docs/measurement.md "Contention")
-            lost = max(float(m.get(k) or 0.0) for k in ("runqueue_wait_frac", "steal_frac"))
+            fracs = [m.get(k) for k in ("runqueue_wait_frac", "steal_frac")]
+            lost = max((float(f) for f in fracs if isinstance(f, (int, float))), default=0.0)
             parts.append(
                 f"(measured under CPU contention: {lost * 100:.0f} % of the timed window lost; tokens/s not certain)"
             )
