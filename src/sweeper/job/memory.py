@@ -171,9 +171,10 @@ class StepTrackers:
     :class:`~sweeper.job.budget.BudgetTracker` under a budget), and the largest step's peak.
 
     A tracker sees the model states (``track_external``) and what is allocated while it runs, not what an earlier
-    step left alive; one tracker over several steps would also count the previous step's leftovers that the next
-    step frees only when it replaces them (on gloo, DDP's all-reduce result, a gradient's size), so its later steps
-    would read higher than its first. One per step keeps every step, every window and the budget on one rule.
+    step left alive. One tracker over several steps would count from a later step's start what the earlier steps
+    left alive (under DDP the reducer's gradient bucket, which a tracker first sees when a step's backward writes
+    into it: a gradient's size), so its later steps would read higher than its first. One per step keeps every step,
+    every window and the budget on one rule.
 
     Attributes:
         tracker: the open tracker (None between steps). peak_bytes: the largest step's peak total (bytes; None
