@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sweeper.launchers.slurm.submit import SlurmLauncher, alive_jobs
+from sweeper.launchers.slurm.submit import SlurmLauncher
+from sweeper.launchers.slurm.waiting import alive_jobs
 
 
 class SlurmJobs:

@@ -33,8 +33,8 @@ from sweeper.config.sections import ClusterConfig, from_mapping
 from sweeper.config.spec import PointSpec, from_config, replay_command
 from sweeper.config.target import Target
 from sweeper.launchers.prefetch import prefetch_imports
-from sweeper.launchers.slurm.accounting import reconcile, sacct
 from sweeper.launchers.slurm.site import Site, array_chunk, never_runs, read_site, sbatch_fix, sbatch_message
+from sweeper.launchers.slurm.waiting import alive_jobs, wait_for_records
 from sweeper.point import preflight
 from sweeper.point.gate import InvalidPoint
 from sweeper.point.lifecycle import Prepared, begin_many, identity_of, refusal_record, target_for, write
@@ -269,14 +269,14 @@ class SlurmLauncher(Launcher):
     def wait(self, point_ids: Collection[str], any_end: bool = False) -> set[str]:
         """Block until every point of ``point_ids`` has a final record (``any_end``: until one of them has), or
         ``launcher.wait_timeout_min`` minutes; asks SLURM every ``launcher.poll_interval_s`` seconds
-        (:meth:`_wait`).
+        (:func:`sweeper.launchers.slurm.waiting.wait_for_records`).
 
         Returns:
             The points of ``point_ids`` with a final record when it returned (empty after a timeout with none).
         """
         assert self.config is not None
         launcher = plain_node(self.config.launcher)
-        return self._wait(
+        return wait_for_records(
             self.sweep_dir(), list(point_ids), float(launcher["poll_interval_s"]), launcher["wait_timeout_min"], any_end
         )
 
@@ -342,50 +342,6 @@ class SlurmLauncher(Launcher):
                 jobs.extend(group_jobs)
         return jobs, refused
 
-    @staticmethod
-    def _wait(
-        sweep: SweepDir, point_ids: list[str], poll_s: float, timeout_min: float | None = None, any_end: bool = False
-    ) -> set[str]:
-        """Block until every point of ``point_ids`` has a final record (``any_end``: until one of them has), or
-        ``timeout_min`` minutes (``launcher.wait_timeout_min``; None: no limit). Each pass asks SLURM once
-        (:func:`reconcile`), which writes records for jobs the scheduler ended without one and for jobs that can
-        never start (their reason, e.g. ``PartitionTimeLimit``, ends them), so this never waits on a job that is gone
-        or that will never run. A pending line names the scheduler's reasons.
-
-        Returns:
-            The points of ``point_ids`` with a final record when it returned."""
-        from collections import Counter
-
-        last = None
-        t0 = time.monotonic()
-        while True:
-            statuses = reconcile(sweep)
-            # a point refused at submission (no job) has its record without being in submitted.json
-            mine = [statuses.get(pid) or sweep.final_status(pid) or "pending" for pid in point_ids]
-            ended = {pid for pid, s in zip(point_ids, mine, strict=True) if s != "pending"}
-            counts = Counter(mine)
-            queue = sweep.queue()
-            reasons = Counter(str(queue.get(pid, {}).get("reason") or "?") for pid in point_ids if pid not in ended)
-            line = ", ".join(
-                f"{n} {s}"
-                + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(reasons.items()))})" if s == "pending" else "")
-                for s, n in sorted(counts.items())
-            )
-            if line != last:
-                print(f"[slurm] {line}", flush=True)
-                last = line
-            if counts.get("pending", 0) == 0 or (any_end and ended):
-                return ended
-            if timeout_min is not None and time.monotonic() - t0 >= timeout_min * 60:
-                print(
-                    f"[slurm] stopped waiting after {timeout_min:g} min (launcher.wait_timeout_min) with "
-                    f"{counts['pending']} point(s) pending; watch with `python -m sweeper.status {sweep.path}`, "
-                    f"collect with `python -m sweeper.report {sweep.path}`",
-                    flush=True,
-                )
-                return ended
-            time.sleep(poll_s)
-
 
 def refuse_array(sweep: SweepDir, payloads: list[dict[str, Any]], error: str) -> set[str]:
     """Record every point of an array ``sbatch`` refused: status ``error``, kind ``scheduler``, the reason with
@@ -412,27 +368,6 @@ def refuse_array(sweep: SweepDir, payloads: list[dict[str, Any]], error: str) ->
     incomplete.append(f"sbatch refused an array of {len(payloads)} point(s): {said} ({fix})")
     print(f"sweeper: sbatch refused {len(payloads)} point(s): {said}; {fix}", file=sys.stderr, flush=True)
     return done
-
-
-def alive_jobs(submitted: dict[str, dict[str, Any]]) -> set[str]:
-    """Points whose latest job is still queued or running (so a resume does not submit them again)."""
-    if not submitted:
-        return set()
-    try:
-        info = sacct([e["job_id"] for e in submitted.values()])
-    except RuntimeError as e:
-        print(
-            f"sweeper: cannot ask SLURM about earlier jobs ({e}); resubmitting only points without a job",
-            file=sys.stderr,
-        )
-        return set(submitted)
-    from sweeper.launchers.slurm.accounting import FINAL_SLURM_STATES
-
-    return {
-        pid
-        for pid, e in submitted.items()
-        if e["job_id"] not in info or info[e["job_id"]]["state"] not in FINAL_SLURM_STATES
-    }
 
 
 def _job_return(overrides: list[str], status: str, idx: int) -> JobReturn:
