@@ -78,7 +78,7 @@ def test_the_report_lists_the_pruned_apart_and_the_terminal_gives_the_error_and_
     n_ok = sum(r.status == "ok" for r in sweep.records())
     assert f"calibrated on {n_ok} ok point" in sweep.output
     # measured on CPUs: no command invites planning a GPU cluster with a CPU's efficiency, the line says why
-    assert "plans CPU hosts like this one, not a GPU cluster" in sweep.output
+    assert "plans CPU hosts like this one, not a GPU cluster" in sweep.output  # predicted.CPU_EFFICIENCY
     assert sweep.last_line.startswith("Report: ")
 
 

@@ -255,6 +255,11 @@ def test_the_calibration_line_gives_the_efficiency_its_spread_and_peak_source_an
     # measured on CPUs: a fraction of a CPU's matmul peak plans no GPU cluster, so no command invites it
     cpu = calibration_line(Calibration(0.064, 4, 0.041, 0.085, "measured"), df.assign(device_type="cpu"))
     assert cpu is not None and "python -m sweeper.plan" not in cpu and "not a GPU cluster" in cpu
+    # and the report gets no command to show in its code block (it showed the sentence as one)
+    from sweeper.report.predicted import calibration_parts
+
+    parts = calibration_parts(Calibration(0.064, 4, 0.041, 0.085, "measured"), df.assign(device_type="cpu"))
+    assert parts is not None and parts[1] is None
 
 
 def test_predictions_made_before_any_calibration_say_so_and_a_calibrated_plan_does_not():

@@ -36,7 +36,7 @@ from sweeper.report.notes import (
     skipped_steps_notes,
     zero_loss_notes,
 )
-from sweeper.report.predicted import has_predictions, prediction_blocks, uncalibrated_efficiency
+from sweeper.report.predicted import CPU_EFFICIENCY, has_predictions, prediction_blocks, uncalibrated_efficiency
 from sweeper.report.tables import (
     FRONTIER_DEFINITION,
     FRONTIER_MARK,
@@ -235,8 +235,11 @@ def _predicted(df: pd.DataFrame, records: Sequence[Record]) -> list[Block]:
         )
     if calibration:
         efficiency, command = calibration
-        blocks.append(Para(f"Calibrated on this sweep: {code(efficiency)}. To reuse it:"))
-        blocks.append(Code(command))
+        if command:
+            blocks.append(Para(f"Calibrated on this sweep: {code(efficiency)}. To reuse it:"))
+            blocks.append(Code(command))
+        else:  # measured on CPUs: no command to run, the reason instead
+            blocks.append(Para(f"Calibrated on this sweep: {code(efficiency)}; {CPU_EFFICIENCY}."))
     blocks += [Para(n) for n in notes]
     return blocks
 

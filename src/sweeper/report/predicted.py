@@ -122,18 +122,21 @@ def efficiency_value(x: float) -> str:
     return f"{x:.2g}"
 
 
-def reuse_command(df: pd.DataFrame, efficiency: float) -> str:
+#: What the calibration says instead of a reuse command when every point ran on CPUs (:func:`reuse_command`).
+CPU_EFFICIENCY = (
+    "an efficiency measured against this CPU's matmul peak plans CPU hosts like this one, not a GPU cluster "
+    "(measure a few points there: launcher=slurm cluster=<name>)"
+)
+
+
+def reuse_command(df: pd.DataFrame, efficiency: float) -> str | None:
     """``python -m sweeper.plan cluster=<name> [model=M] [seq_len=S] plan.efficiency=E``: the model and sequence
     length when the whole sweep has one value of each; ``cluster=<name>`` is the placeholder the reader fills in
     (the planner requires it), a cluster of the devices these points ran on: an efficiency is a fraction of the
-    measured device's peak. Points that ran on CPUs get the sentence that says it does not carry to GPUs instead
-    of a command."""
+    measured device's peak. None when every point ran on CPUs (:data:`CPU_EFFICIENCY` says why)."""
     kinds = {str(v) for v in df.get("device_type", pd.Series(dtype=object)) if not missing(v)}
     if kinds == {"cpu"}:
-        return (
-            "an efficiency measured against this CPU's matmul peak: it plans CPU hosts like this one, not a GPU "
-            "cluster (measure a few points there: launcher=slurm cluster=<name>)"
-        )
+        return None
     parts = ["python -m sweeper.plan", "cluster=<name>"]
     for key in ("model", "seq_len"):
         values = {str(v) for v in df.get(key, pd.Series(dtype=object)) if not missing(v)}
@@ -143,9 +146,10 @@ def reuse_command(df: pd.DataFrame, efficiency: float) -> str:
     return " ".join(parts)
 
 
-def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, str] | None:
+def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, str | None] | None:
     """(``plan.efficiency=0.NN calibrated on N ok points (p10-p90 a-b; peak: <source>)``, the
-    ``python -m sweeper.plan`` command that reuses it), plain text; None without a calibration."""
+    ``python -m sweeper.plan`` command that reuses it or None: :func:`reuse_command`), plain text; None without a
+    calibration."""
     if cal is None:
         return None
     from sweeper.capacity.calibrate import group_label
@@ -173,7 +177,10 @@ def calibration_line(cal: Calibration | None, df: pd.DataFrame) -> str | None:
     """``plan.efficiency=0.NN calibrated on N ok points (p10-p90 a-b); reuse: python -m sweeper.plan ...``, plain
     text; None without a calibration."""
     parts = calibration_parts(cal, df)
-    return None if parts is None else f"{parts[0]}; reuse: {parts[1]}"
+    if parts is None:
+        return None
+    line, command = parts
+    return f"{line}; reuse: {command}" if command else f"{line}; {CPU_EFFICIENCY}"
 
 
 def pruned_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -206,7 +213,7 @@ def summary_lines(df: pd.DataFrame, records: Sequence[Record]) -> list[str]:
 
 def prediction_blocks(
     df: pd.DataFrame, records: Sequence[Record]
-) -> tuple[list[str], tuple[str, str] | None, list[str]]:
+) -> tuple[list[str], tuple[str, str | None] | None, list[str]]:
     """The report's "Predicted vs measured" content: (error bullets as Markdown, :func:`calibration_parts` as plain
     text or None, notes as Markdown). Outside text (the model's notes) is escaped."""
     bullets = [escape(s.line()) for s in error_stats(df)]
