@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 from torch.distributed._tools.mem_tracker import MemTracker, _UpdateType
+from torch.nn.parallel import DistributedDataParallel
 
 from sweeper.units import MIB
 
@@ -65,8 +66,6 @@ class TensorTracker(MemTracker):
         self._hook: Any = None
 
     def _forward_pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        from torch.nn.parallel import DistributedDataParallel
-
         if isinstance(module, DistributedDataParallel):
             self._ddp_pre_forward = None if getattr(module, "_delay_all_reduce_all_params", False) else module
         elif self._ddp_pre_forward is not None and module is getattr(self._ddp_pre_forward, "module", None):

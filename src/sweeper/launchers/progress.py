@@ -30,6 +30,7 @@ from rich.status import Status
 from rich.text import Text
 
 from sweeper.config.spec import PointSpec
+from sweeper.results.metrics import contention_lost
 from sweeper.results.rankfile import read_rank_steps
 from sweeper.results.record import Record
 from sweeper.units import peak_text
@@ -291,8 +292,7 @@ def summary_line(
         if peak is not None:
             parts.append(f"peak {peak_text(peak)}")
         if m.get("contended"):  # the report's caveat, where the user reads first (docs/measurement.md "Contention")
-            fracs = [m.get(k) for k in ("runqueue_wait_frac", "steal_frac")]
-            lost = max((float(f) for f in fracs if isinstance(f, (int, float))), default=0.0)
+            lost = contention_lost(m) or 0.0
             parts.append(
                 f"(measured under CPU contention: {lost * 100:.0f} % of the timed window lost; tokens/s not certain)"
             )

@@ -253,8 +253,8 @@ def _answer_row(name: str, search: _Cluster, nodes: int | None, found: Any) -> d
             "predicted_cost": None if price is None else hours * price,
             "reason": None,
         }
-    runs = search.fastest(q.fixed_nodes or q.max_nodes) is not None
-    return {**base, "status": NOT_MET if runs else NO_FIT, "reason": _why_not(search)}
+    fastest = search.fastest(q.fixed_nodes or q.max_nodes)
+    return {**base, "status": NO_FIT if fastest is None else NOT_MET, "reason": _why_not(search, fastest)}
 
 
 def _at_batch(row: pd.Series, q: Question) -> Any:
@@ -267,10 +267,10 @@ def _price(configs: Sequence[DictConfig]) -> float | None:
     return None if price is None else float(price)
 
 
-def _why_not(search: _Cluster) -> str:
+def _why_not(search: _Cluster, fastest: float | None) -> str:
+    """Why ``search``'s cluster has no answer: nothing fits (``fastest`` None), or ``fastest`` (days) is too long."""
     q = search.q
     most = q.fixed_nodes or q.max_nodes
-    fastest = search.fastest(most)
     where = f"nodes={most}" if q.fixed_nodes else f"up to plan.max_nodes={most} nodes"
     if fastest is None:
         refused = search.frame(most)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
 from sweeper.config.spec import PointSpec
@@ -149,6 +150,14 @@ def steal_frac(ranks: list[RankFile]) -> float | None:
     return max(fracs) if fracs else None
 
 
+def contention_lost(metrics: Mapping[str, Any]) -> float | None:
+    """The share of the timed window a point lost to CPU contention (fraction): the larger of ``runqueue_wait_frac``
+    and ``steal_frac`` of its ``metrics``; None when neither was measured. ``contended`` is this above
+    :func:`contention_warn_frac`."""
+    fracs = [f for f in (metrics.get("runqueue_wait_frac"), metrics.get("steal_frac")) if isinstance(f, (int, float))]
+    return max(fracs) if fracs else None
+
+
 def contention_warn_frac(spec: PointSpec) -> float:
     """The threshold above which a point is ``contended``: ``timing.contention_warn_frac`` of the spec, else the
     schema's default (:attr:`sweeper.config.schema.TimingConfig.contention_warn_frac`), a fraction."""
@@ -179,8 +188,9 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> RecordMetrics:
         m["runqueue_wait_frac"] = frac
     if steal is not None:
         m["steal_frac"] = steal
-    if frac is not None or steal is not None:  # either stretches the steps: a run queue or the hypervisor
-        m["contended"] = max(f for f in (frac, steal) if f is not None) > contention_warn_frac(spec)
+    lost = contention_lost(m)
+    if lost is not None:  # either stretches the steps: a run queue or the hypervisor
+        m["contended"] = lost > contention_warn_frac(spec)
     if stats:
         m.update(stats)
         med = stats["step_time_s_median"]
