@@ -57,18 +57,19 @@ _AFTER_SPEC = "model.config"  # unknown spec keys go after this family
 
 
 def _step(c: Column) -> tuple[str, str, str | None, str, Callable[[Record], Any] | None]:
-    """(name, dtype, record part, key, function): how :func:`row_from_record` reads a column (key ``""`` for a
+    """(name, dtype, record part, key, function): how :func:`_columns` reads a column (key ``""`` for a
     function's column; part None for a family, a function or a record attribute)."""
     if callable(c.source):
         return c.name, c.dtype, None, "", c.source
     part, sep, key = c.source.partition(".")
-    if c.dtype == FAMILY:  # a spec dict expanded into dotted columns (part None: row_from_record's family branch)
+    if c.dtype == FAMILY:  # a spec dict expanded into dotted columns (part None: _columns' family branch)
         return c.name, c.dtype, None, key, None
     return (c.name, c.dtype, part, key, None) if sep else (c.name, c.dtype, None, part, None)
 
 
 _PLAN = [_step(c) for c in COLUMNS]
 _NESTED = (list, tuple, dict)
+_SCALARS = {type(None), bool, int, float, str}
 
 
 def _missing(v: Any) -> bool:
@@ -98,40 +99,51 @@ def config_columns(names: Iterable[str]) -> list[str]:
     return [k for k in block if k != "world_size"]
 
 
-def row_from_record(record: Record) -> dict[str, Any]:
-    """One point's row: ``{column: value}`` in :data:`COLUMNS` order with families expanded in place, unknown spec
-    keys after the spec block, ``predicted_*`` before ``schema_version``. Values are plain Python (None when
-    absent); nested values of fixed columns become compact JSON. ``on_frontier`` is False here: it is a property
-    of the whole table (see :func:`records_to_frame`)."""
-    spec = record.spec or {}
-    parts = {
-        "spec": spec,
-        "ran": record.ran or {},
-        "metrics": record.metrics or {},
-        "failure": record.failure or {},
-        "env": record.env or {},
-    }
-    row: dict[str, Any] = {}
+def _cell(v: Any) -> Any:
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, _NESTED) else v
+
+
+def _columns(records: Sequence[Record]) -> tuple[dict[str, list[Any]], dict[str, dict[int, Any]]]:
+    """The values of ``records`` column by column: the fixed columns of :data:`COLUMNS` (one value per record, None
+    when absent) and the columns only some records have (families' dotted columns, unknown spec keys, untyped
+    ``predicted_*`` keys: ``{column: {record index: value}}``). Nested values become compact JSON."""
+    parts = {p: [getattr(r, p) or {} for r in records] for p in ("spec", "ran", "metrics", "failure", "env")}
+    specs = parts["spec"]
+    fixed: dict[str, list[Any]] = {}
+    sparse: dict[str, dict[int, Any]] = {}
     for name, dtype, part, key, func in _PLAN:
         if part is not None:  # the common case first: a value of a record part
-            v = parts[part].get(key)
+            values = [d.get(key) for d in parts[part]]
         elif dtype == FAMILY:
-            value = spec.get(key)
-            if value:
-                row |= dict(sorted(flatten(name, value).items()))
-            if name == _AFTER_SPEC:
-                for k in [k for k in spec if k not in _SPEC_KEYS]:
-                    row |= flatten(k, spec[k]) if isinstance(spec[k], Mapping) else {k: spec[k]}
+            for i, spec in enumerate(specs):
+                value = spec.get(key)
+                if value:
+                    for col, v in flatten(name, value).items():
+                        sparse.setdefault(col, {})[i] = v
+                if name == _AFTER_SPEC:
+                    for k in [k for k in spec if k not in _SPEC_KEYS]:
+                        for col, v in flatten(k, spec[k]).items():
+                            sparse.setdefault(col, {})[i] = v
             continue
         else:
-            if name == "schema_version" and record.predicted:
-                for k, pv in record.predicted.items():
-                    col = k if k.startswith("predicted_") else f"predicted_{k}"
-                    if col not in BY_NAME:  # the typed ones were read above
-                        row[col] = json.dumps(pv, sort_keys=True, default=str) if isinstance(pv, _NESTED) else pv
-            v = func(record) if func is not None else getattr(record, key)
-        row[name] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, _NESTED) else v
-    return row
+            if name == "schema_version":
+                for i, r in enumerate(records):
+                    for k, pv in (r.predicted or {}).items():
+                        col = k if k.startswith("predicted_") else f"predicted_{k}"
+                        if col not in BY_NAME:  # the typed ones are fixed columns
+                            sparse.setdefault(col, {})[i] = _cell(pv)
+            values = [func(r) for r in records] if func is not None else [getattr(r, key) for r in records]
+        fixed[name] = values if set(map(type, values)) <= _SCALARS else [_cell(v) for v in values]
+    return fixed, sparse
+
+
+def row_from_record(record: Record) -> dict[str, Any]:
+    """One point's row: ``{column: value}`` in :data:`COLUMNS` order with families expanded in place (sorted),
+    unknown spec keys after the spec block, ``predicted_*`` before ``schema_version``: the row
+    :func:`records_to_frame` makes of it. Values are plain Python (None when absent); nested values become compact
+    JSON. ``on_frontier`` is False here: it is a property of the whole table (see :func:`records_to_frame`)."""
+    fixed, sparse = _columns([record])
+    return {name: fixed[name][0] if name in fixed else sparse[name][0] for name in _ordered_names([*fixed, *sparse])}
 
 
 def _coerce(s: pd.Series, dtype: str) -> pd.Series:
@@ -143,7 +155,7 @@ def _coerce(s: pd.Series, dtype: str) -> pd.Series:
 
 def _infer(s: pd.Series) -> pd.Series:
     """A column the schema does not type (dotted, unknown spec keys): one type per column for Parquet."""
-    types = {type(v) for v in s if not _missing(v)}
+    types = set(map(type, s.dropna()))  # None, NaN and pd.NA are missing
     if not types:
         return s
     if types <= {bool}:
@@ -178,7 +190,7 @@ def read_results_csv(path: str | Path) -> pd.DataFrame:
 
 
 def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
-    """The table of a sweep: one row per record (:func:`row_from_record`), columns typed by :data:`COLUMNS`.
+    """The table of a sweep: one row per record (as :func:`row_from_record` makes it), columns typed by :data:`COLUMNS`.
 
     Columns a record lacks are missing (``<NA>``/NaN). ``on_frontier`` is the Pareto frontier of
     ``tokens_per_s_per_device`` (higher is better) against ``peak_mem_bytes`` (lower is better) over the ``ok``
@@ -189,9 +201,11 @@ def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
     """
     from sweeper.results.frontier import frontier_ties, mark_frontier
 
-    rows = [row_from_record(r) for r in records]
-    names = _ordered_names(rows)
-    df = pd.DataFrame(rows, columns=names)
+    fixed, sparse = _columns(records)
+    names = _ordered_names([*fixed, *sparse])
+    n = len(records)
+    data = {k: fixed[k] if k in fixed else [sparse[k].get(i, math.nan) for i in range(n)] for k in names}
+    df = pd.DataFrame(data, columns=names)
     for name in names:
         dtype = dtype_of(name)
         df[name] = _coerce(df[name], dtype) if dtype and dtype != STR else _infer(df[name])
@@ -200,10 +214,10 @@ def records_to_frame(records: Sequence[Record]) -> pd.DataFrame:
     return df
 
 
-def _ordered_names(rows: Iterable[dict[str, Any]]) -> list[str]:
-    """Every column of ``rows`` in schema order: fixed columns, each family's dotted columns (sorted) in its place,
-    unknown spec keys after the spec block, ``predicted_*`` before ``schema_version``."""
-    seen = dict.fromkeys(k for row in rows for k in row)
+def _ordered_names(columns: Iterable[str]) -> list[str]:
+    """``columns`` in schema order: fixed columns, each family's dotted columns (sorted) in its place, unknown spec
+    keys after the spec block, ``predicted_*`` before ``schema_version``."""
+    seen = dict.fromkeys(columns)
     extra = [k for k in seen if k not in BY_NAME]
     out: list[str] = []
     for c in COLUMNS:
