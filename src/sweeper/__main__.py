@@ -66,8 +66,9 @@ def main(cfg: DictConfig) -> str:
     # others, so its job count is not known ahead: the jobs are numbered without a total (and no ETA)
     total = info.get("n_points") if spec.search.name != "frontier" else None
     cluster = None
+    point = None
     try:
-        with announce(index, total, overrides):
+        with announce(index, total, overrides) as point:
             rerun = frozenset(cfg.launcher.rerun_statuses)
             cluster = plain_node(cfg.cluster)
             record = run_point(spec, overrides, sweep, rerun, cluster=cluster)
@@ -78,7 +79,8 @@ def main(cfg: DictConfig) -> str:
             incomplete.append(f"{' '.join(overrides) or '(defaults)'}: {record.reason}")
         else:
             record = internal_error(spec, overrides, sweep, e, cluster=cluster)
-    finished(index, total, overrides, record)
+    # the time of the point's progress lines (the record's wall_time_s starts later, at its ranks' launch)
+    finished(index, total, overrides, record, elapsed_s=point.elapsed_s() if point is not None else None)
     if not multirun:
         _single_status.append(record.status)
     return record.status

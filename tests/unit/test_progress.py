@@ -139,6 +139,21 @@ def test_only_points_that_launched_ranks_count_for_the_eta_and_the_summary_line_
     assert "eta" not in progress.summary_line(3, 4, ["x=1"], record, eta_s=0.0)
 
 
+def test_the_summary_line_times_the_point_on_the_clock_of_its_progress_lines(tmp_path):
+    # the record's wall_time_s starts at the ranks' launch, the progress lines at the point's start in the driver
+    # (the pre-flight answer, a JIT-lock wait before it): a line "writing record (38 s)" was followed by "ok (35.0 s)"
+    out = io.StringIO()
+    with progress.announce(0, 1, ["zero=2"], console=_plain_console(out), clock=progress.SweepClock()) as point:
+        point.t0 -= 38.0  # the point began 38 s ago in the driver
+        point.ranks_running(_spec(), tmp_path, ranks_done=True)
+    record = Record(sweep_id="s", point_id="p", status="ok", wall_time_s=35.0, metrics={"tokens_per_s_per_device": 1})
+    progress.finished(0, 1, ["zero=2"], record, console=_plain_console(out), elapsed_s=point.elapsed_s())
+    writing, done = out.getvalue().splitlines()[-2:]
+    assert writing.endswith("writing record  (38 s)"), writing
+    assert "(38.0 s)" in done and "35.0" not in done, done
+    assert "(35.0 s)" in progress.summary_line(0, 1, [], record)  # no driver clock (a record alone): the ranks' time
+
+
 # --- plain lines in a log (not a terminal) -------------------------------------------------------------------------
 
 

@@ -278,12 +278,18 @@ def announce(
 
 
 def summary_line(
-    index: int, total: int | None, overrides: list[str], record: Record, eta_s: float | None = None
+    index: int,
+    total: int | None,
+    overrides: list[str],
+    record: Record,
+    eta_s: float | None = None,
+    elapsed_s: float | None = None,
 ) -> str:
     """One line: position and overrides, status, tokens/s per device and peak memory (as the report writes it:
     :func:`sweeper.units.peak_text`, MiB = 2**20 bytes) when ``ok``, and the share of the timed window lost to CPU
-    contention when the point is ``contended``; else the reason; wall time in seconds; the sweep's ETA (``eta_s``,
-    s) when known and not 0."""
+    contention when the point is ``contended``; else the reason; the point's time in seconds (``elapsed_s``, the
+    clock of its progress lines, from the point's start in the driver; else the record's ``wall_time_s``, from
+    its ranks' launch); the sweep's ETA (``eta_s``, s) when known and not 0."""
     m = record.metrics
     parts = [_label(index, total, overrides), record.status]
     if record.status == "ok":
@@ -298,8 +304,9 @@ def summary_line(
             )
     else:
         parts.append(record.reason or "")
-    if record.wall_time_s is not None:
-        parts.append(f"({record.wall_time_s:.1f} s)")
+    took = elapsed_s if elapsed_s is not None else record.wall_time_s
+    if took is not None:
+        parts.append(f"({took:.1f} s)")
     eta = _eta_text(eta_s)
     if eta:
         parts.append(eta)
@@ -313,9 +320,12 @@ def finished(
     record: Record,
     console: Console | None = None,
     clock: SweepClock | None = None,
+    elapsed_s: float | None = None,
 ) -> None:
     """Print :func:`summary_line` literally (never as markup), with the ETA of ``clock`` (default: this process's
-    sweep) for the points after this one."""
+    sweep) for the points after this one and the point's time ``elapsed_s`` (s, the clock of its progress lines:
+    :meth:`PointProgress.elapsed_s`)."""
     clock = clock if clock is not None else _clock
     eta = clock.eta_s(total - index - 1) if total else None
-    (console or _console).print(Text(summary_line(index, total, overrides, record, eta)), soft_wrap=True)
+    line = summary_line(index, total, overrides, record, eta, elapsed_s)
+    (console or _console).print(Text(line), soft_wrap=True)
