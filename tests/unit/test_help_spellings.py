@@ -58,3 +58,11 @@ def test_help_lists_the_allowed_values_the_schema_accepts(help_text):
         assert f"{key}=" + "|".join(v.value for v in enum) in help_text
     assert "zero=" + "|".join(map(str, ZERO_STAGES)) in help_text
     assert "host_mem_limit_gib=" in help_text
+
+
+@pytest.mark.parametrize("group", ["search", "wandb", "launcher"])
+def test_help_names_every_choice_of_the_config_groups_a_grid_key_selects(help_text, group):
+    # a config group chosen on the command line is a grid key too: --help shows it with every option it has
+    shown = re.search(rf"(?<![\w.]){group}=([\w|]+)", help_text)
+    assert shown, f"--help does not show {group}=..."
+    assert set(shown.group(1).split("|")) == {p.stem for p in (REPO / "conf" / group).glob("*.yaml")}
