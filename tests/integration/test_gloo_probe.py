@@ -69,3 +69,26 @@ def test_a_probe_that_fails_in_every_try_records_each_ranks_exception_not_only_i
     assert error.count(f"rank 0 exit 1 (port {port}): ") == gloo_probe.ATTEMPTS, error
     assert "failed to listen" in error or "EADDRINUSE" in error or "address already in use" in error.lower(), error
     assert took < 60, took
+
+
+def test_the_zero_probe_times_a_real_deepspeed_zero2_step_against_plain_and_the_reader_costs_it(tmp_path, monkeypatch):
+    """Two real gloo ranks, a real ``deepspeed.initialize`` with ZeRO stage 2: the raw step times are cached beside the
+    gloo link, and the torch-free reader turns them into the per-tensor host cost at the link in force."""
+    from sweeper.capacity.hostcomm import zero_key, zero_tensor_cost
+    from sweeper.job import zero_probe
+
+    monkeypatch.setenv("RANK", "0")  # as from inside a torchrun rank: the probe keeps to its own port
+    path = tmp_path / "gloo.json"
+    link = host_comm(2, path=path, now=1000.0)
+    assert link is not None and link.zero_tensor_s is None  # no ZeRO point ran: not measured
+    assert zero_probe.host_zero(2, path=path, now=1000.0)
+    entry = json.loads(path.read_text())[zero_key(2)]
+    assert entry["tensors"] == zero_probe.PROBE_TENSORS and entry["measured_at"] == 1000.0
+    assert 0 < entry["plain_s"] < entry["zero2_s"] < 5, entry  # DeepSpeed's step communicates, the plain one does not
+    assert entry["source"].startswith("measured: DeepSpeed ZeRO-2 step against plain, 2 local ranks"), entry
+    got = cached_comm(2, path, now=2000.0)
+    cost = zero_tensor_cost(entry["plain_s"], entry["zero2_s"], entry["tensors"], entry["tensor_bytes"], 2, link)
+    assert got.zero_tensor_s == cost and 0 <= cost < 0.05, got
+    assert zero_probe.host_zero(2, path=path, now=2000.0)  # cached: not measured again
+    assert json.loads(path.read_text())[zero_key(2)]["measured_at"] == 1000.0
+    assert not zero_probe.host_zero(1, path=path)  # one rank: no collective

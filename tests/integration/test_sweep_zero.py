@@ -3,6 +3,8 @@ per session by the ``zero_grid`` fixture of ``tests/conftest.py``, whose records
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.plan_checks import assert_states_and_peak_predicted
@@ -54,3 +56,14 @@ def test_losses_agree_across_zero_stages(sweep):
 def test_the_memory_model_predicts_each_stage_s_states_and_peak(sweep):
     """Per-rank model states within 2 % and the CPU peak within 15 % (sweeper.capacity.memory), on the measured points."""
     assert_states_and_peak_predicted(sweep.records())
+
+
+def test_a_zero_point_leaves_deepspeeds_host_cost_measured_for_the_time_model(sweep):
+    """Rank 0 of the first ZeRO-1/2 point measures DeepSpeed's host cost once DeepSpeed's CPU op is built (its own
+    ranks built it), beside the gloo link, so that the time model charges it (sweeper.job.zero_probe)."""
+    from sweeper.capacity.hostcomm import cached_comm, comm_cache_file, zero_key
+
+    entries = json.loads(comm_cache_file().read_text())
+    assert zero_key(2) in entries, sorted(entries)
+    link = cached_comm(2)
+    assert link is not None and link.zero_tensor_s is not None and link.zero_tensor_s >= 0, link

@@ -10,7 +10,16 @@ import pytest
 
 from sweeper.capacity.arch import Arch
 from sweeper.capacity.calibrate import fit_calibration, group_key, group_label
-from sweeper.capacity.hostcomm import MAX_AGE_S, HostComm, cached_comm, comm_key, fit_ring, ring_time
+from sweeper.capacity.hostcomm import (
+    MAX_AGE_S,
+    HostComm,
+    cached_comm,
+    comm_key,
+    fit_ring,
+    ring_time,
+    zero_key,
+    zero_tensor_cost,
+)
 from sweeper.capacity.predict import predict
 from sweeper.capacity.states import layout
 from sweeper.capacity.timing import comm_time, step_flops
@@ -71,21 +80,48 @@ def test_host_link_cache_is_read_by_key_and_expires_after_seven_days(tmp_path):
     assert cached_comm(2, path, now=1060.0) is None
 
 
-def test_the_engines_host_work_is_charged_per_fsdp_unit_and_micro_batch_and_never_for_ddp_or_deepspeed():
+def test_the_engines_host_work_is_charged_per_fsdp_unit_and_zero_tensor_and_never_for_ddp_or_zero3():
     from sweeper.capacity.arch import Arch
     from sweeper.capacity.states import layout
     from sweeper.capacity.timing import engine_host_s, fsdp_units
     from tests.unit.specs import make_spec
 
-    link = HostComm(1e-4, 1.0, "t", dtensor_step_s=1e-3, fsdp_unit_s=2e-3)
-    ddp, fsdp, zero2, zero3 = (make_spec(**kw) for kw in ({}, {"fsdp": "full_shard"}, {"zero": 2}, {"zero": 3}))
+    link = HostComm(1e-4, 1.0, "t", dtensor_step_s=1e-3, fsdp_unit_s=2e-3, zero_tensor_s=3e-4)
+    specs = ({}, {"fsdp": "full_shard"}, {"zero": 1}, {"zero": 2}, {"zero": 3})
+    ddp, fsdp, zero1, zero2, zero3 = (make_spec(**kw) for kw in specs)
     arch = Arch.from_config(ddp.model_type, ddp.model_config)
     units, tensors = len(fsdp_units(arch)), arch.param_tensors
     assert engine_host_s(arch, layout(ddp, "cpu"), link) == 0.0
     assert engine_host_s(arch, layout(fsdp, "cpu"), link, 2) == pytest.approx(tensors * 1e-3 + units * 2 * 2e-3)
-    assert engine_host_s(arch, layout(zero2, "cpu"), link, 2) == 0.0  # probed: nothing beyond its collectives
+    assert engine_host_s(arch, layout(zero2, "cpu"), link, 2) == pytest.approx(tensors * 2 * 3e-4)  # per micro-batch
+    assert engine_host_s(arch, layout(zero1, "cpu"), link, 2) == pytest.approx(tensors * 3e-4)  # once per step
+    unmeasured = HostComm(1e-4, 1.0, "t", dtensor_step_s=1e-3, fsdp_unit_s=2e-3)  # no ZeRO point ran on this host
+    assert engine_host_s(arch, layout(zero2, "cpu"), unmeasured) == 0.0
     assert engine_host_s(arch, layout(zero3, "cpu"), link) == 0.0  # not probed: a stated gap
     assert engine_host_s(arch, layout(fsdp, "cpu"), None) == 0.0
+
+
+def test_the_zero_probe_entry_is_read_at_the_link_in_force_and_expires_with_its_own_age(tmp_path):
+    path = tmp_path / "gloo.json"
+    link = {"latency_s": 1e-4, "bandwidth_gb_s": 2.0, "source": "x", "dtensor_step_s": 0.0, "fsdp_unit_s": 0.0}
+    probe = {"plain_s": 0.005, "zero2_s": 0.030, "tensors": 21, "tensor_bytes": 16384, "source": "y"}
+    path.write_text(json.dumps({comm_key(2): {**link, "measured_at": 1000.0}}))
+    assert cached_comm(2, path, now=1060.0).zero_tensor_s is None  # no ZeRO point ran here yet
+    path.write_text(
+        json.dumps({comm_key(2): {**link, "measured_at": 5000.0}, zero_key(2): {**probe, "measured_at": 1000.0}})
+    )
+    hit = cached_comm(2, path, now=5060.0)
+    # the step's excess less its modelled collectives at the cached link: 21 all-reduces of a weight, the
+    # all-gather of all 21, the norm's all-reduce
+    comm = 21 * ring_time("all_reduce", 16384, 2, hit) + ring_time("all_gather", 21 * 16384, 2, hit)
+    comm += ring_time("all_reduce", 4, 2, hit)
+    assert hit.zero_tensor_s == pytest.approx((0.025 - comm) / 21) and hit.zero_tensor_s > 0
+    assert hit.zero_tensor_s == zero_tensor_cost(0.005, 0.030, 21, 16384, 2, hit)
+    assert cached_comm(2, path, now=5000.0 + MAX_AGE_S + 1) is None  # the link itself is stale
+    assert cached_comm(2, path, now=1000.0 + MAX_AGE_S + 1).zero_tensor_s is None  # the probe alone is stale
+    assert zero_tensor_cost(0.005, 0.006, 21, 16384, 2, hit) == 0.0  # the collectives explain more than the excess
+    path.write_text(json.dumps({comm_key(2): {**link, "measured_at": 5000.0}, zero_key(2): {"plain_s": "?"}}))
+    assert cached_comm(2, path, now=5060.0).zero_tensor_s is None  # a malformed entry is no entry
 
 
 def test_calibration_separates_the_per_step_overhead_from_the_rate_and_fsdp_borrows_ddps_group():

@@ -14,6 +14,7 @@ squares; :func:`cached_comm` reads the probe's cache (``gloo.json`` in the cache
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -44,6 +45,10 @@ class HostComm:
         fsdp_unit_s: seconds per FSDP2 unit and micro-batch that a forward and backward cost more under
             ``fully_shard`` than plain, beyond the unit's modelled collectives (its hooks, copy-in/copy-out and waits
             on CPU ranks; 0 as above).
+        zero_tensor_s: seconds per parameter tensor that a DeepSpeed ZeRO-2 step (forward, backward, step) costs
+            more than a plain one, beyond its modelled collectives (its gradient hooks, bucket and partition copies
+            on CPU ranks: :mod:`sweeper.job.zero_probe`); None where not measured on this host yet (it is measured
+            after the host's first ZeRO-1/2 point, whose ranks built DeepSpeed's CPU communication op).
     """
 
     latency_s: float
@@ -51,6 +56,7 @@ class HostComm:
     source: str
     dtensor_step_s: float = 0.0
     fsdp_unit_s: float = 0.0
+    zero_tensor_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the cache entry, a prediction's note)."""
@@ -60,6 +66,7 @@ class HostComm:
             "source": self.source,
             "dtensor_step_s": self.dtensor_step_s,
             "fsdp_unit_s": self.fsdp_unit_s,
+            "zero_tensor_s": self.zero_tensor_s,
         }
 
 
@@ -99,20 +106,59 @@ def comm_key(world: int) -> str:
     return "|".join((os.uname().nodename, cpu_model(), f"{cpus} cpus", f"torch {torch_version}", f"{world} ranks"))
 
 
+def zero_key(world: int) -> str:
+    """The cache key of the DeepSpeed ZeRO-2 host cost among ``world`` local ranks (:func:`comm_key` + ``|zero``),
+    an entry of its own: it is measured later than gloo's cost, after the host's first ZeRO-1/2 point."""
+    return f"{comm_key(world)}|zero"
+
+
 def cached_comm(world: int, path: Path | None = None, now: float | None = None) -> HostComm | None:
     """The cached gloo cost of ``world`` local ranks on this host, or None (no entry, older than 7 days, corrupt
-    file, or written by a probe that did not measure the engines' host costs). Never raises."""
+    file, or written by a probe that did not measure the engines' host costs), with the ZeRO-2 host cost
+    (:attr:`HostComm.zero_tensor_s`) when its entry (:func:`zero_key`) is there and younger than 7 days, else
+    None in it. Never raises."""
     path = comm_cache_file() if path is None else path
     now = time.time() if now is None else now
     try:
-        entry = json.loads(path.read_text()).get(comm_key(world))
+        entries = json.loads(path.read_text())
+        entry = entries.get(comm_key(world))
         lat, bw, at = float(entry["latency_s"]), float(entry["bandwidth_gb_s"]), float(entry["measured_at"])
         engines = (float(entry["dtensor_step_s"]), float(entry["fsdp_unit_s"]))
         if lat >= 0 and bw > 0 and 0 <= now - at < MAX_AGE_S:
-            return HostComm(lat, bw, str(entry["source"]), *engines)
+            link = HostComm(lat, bw, str(entry["source"]), *engines)
+            zero = _cached_zero(entries.get(zero_key(world)), now, world, link)
+            return dataclasses.replace(link, zero_tensor_s=zero)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
     return None
+
+
+def _cached_zero(entry: Any, now: float, world: int, link: HostComm) -> float | None:
+    """:func:`zero_tensor_cost` of a cached ZeRO-2 probe entry under ``link`` (the modelled collectives subtracted
+    at the link in force), or None (no entry, malformed, older than 7 days)."""
+    try:
+        at = float(entry["measured_at"])
+        plain, zero2 = float(entry["plain_s"]), float(entry["zero2_s"])
+        tensors, tensor_bytes = int(entry["tensors"]), float(entry["tensor_bytes"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not (0 <= now - at < MAX_AGE_S) or tensors <= 0:
+        return None
+    return zero_tensor_cost(plain, zero2, tensors, tensor_bytes, world, link)
+
+
+def zero_tensor_cost(
+    plain_s: float, zero2_s: float, tensors: int, tensor_bytes: float, world: int, link: HostComm
+) -> float:
+    """DeepSpeed ZeRO-2's host cost per parameter tensor (seconds) from one timed step (forward, backward, optimizer
+    step) of ``tensors`` equal Linear weights of ``tensor_bytes`` each under ZeRO-2 (``zero2_s``) and plain
+    (``plain_s``, torch's AdamW, no communication): the excess minus the step's collectives as
+    :func:`sweeper.capacity.timing.collectives` counts them for ZeRO-2 with one tensor per bucket (an all-reduce
+    per tensor, the all-gather of the updated weights, the gradient norm's all-reduce), costed by :func:`ring_time`
+    on ``link``; 0 when the collectives explain the whole excess."""
+    comm = tensors * ring_time("all_reduce", tensor_bytes, world, link)
+    comm += ring_time("all_gather", tensors * tensor_bytes, world, link) + ring_time("all_reduce", 4, world, link)
+    return max(0.0, zero2_s - plain_s - comm) / tensors
 
 
 def fit_ring(world: int, all_reduce: list[list[float]], all_gather: list[list[float]]) -> tuple[float, float]:

@@ -41,7 +41,8 @@
     ``hybrid_shard``: ``full_shard`` inside the node plus an all-reduce of each unit's shard across nodes.
 * Engine host work on CPU ranks (:func:`engine_host_s`), measured on this host by the gloo probe: FSDP2's DTensor
   optimizer step per parameter tensor (24 ms for 21 tensors against 1 ms on plain tensors, measured here) and its
-  per-unit hooks and copies per micro-batch (none for DDP and DeepSpeed: :func:`engine_host_s`).
+  per-unit hooks and copies per micro-batch; DeepSpeed ZeRO-1/2's per-tensor host work (the ZeRO probe); none for
+  DDP and ZeRO-3 (:func:`engine_host_s`).
 * Per-step overhead (``overhead_s``): host time per step that does not grow with the batch, calibrated on measured
   points (:mod:`sweeper.capacity.calibrate`); 0 without a calibration.
 * Overlap (``plan.comm_overlap``, default 0.67, the backward pass's share of the FLOPs): on a GPU the collectives
@@ -250,16 +251,20 @@ def engine_host_s(arch: Arch, lay: Layout, link: HostComm | None, grad_accum: in
     * FSDP2: the optimizer step and gradient clipping on DTensor parameters (:attr:`HostComm.dtensor_step_s` × the
       model's parameter tensors), plus the per-unit hooks, copy-in/copy-out and waits of every forward and backward
       (:attr:`HostComm.fsdp_unit_s` × the units of :func:`fsdp_units` × micro-batches);
-    * 0 for DDP, DeepSpeed and one rank, and on a GPU link (no such measurement: the launches overlap the kernels).
-      A ZeRO-2 engine timed the same way cost nothing beyond its modelled collectives in four runs on this host,
-      busy and quiet (benchmarks/README.md, ``plan_time.py``, 2026-12-03), and timing it would put a DeepSpeed
-      engine into every CPU point's probe, so it is not probed; ZeRO-3's engine is not probed either (a stated
-      gap)."""
+    * DeepSpeed ZeRO-1/2: its gradient hooks, bucket and partition copies and partitioned step per parameter tensor
+      (:attr:`HostComm.zero_tensor_s` × the model's parameter tensors, :mod:`sweeper.job.zero_probe`, measured
+      after the host's first ZeRO-1/2 point; 0 until then), on every micro-batch for ZeRO-2 (its hooks reduce on
+      each), once per step for ZeRO-1 (an approximation: its hooks run on each micro-batch, its reduction and
+      step once);
+    * 0 for DDP, ZeRO-3 (not probed: a stated gap), one rank, and on a GPU link (no such measurement: the launches
+      overlap the kernels)."""
     if link is None or lay.world <= 1:
         return 0.0
     if lay.sharded:
         units = len(fsdp_units(arch))
         return arch.param_tensors * link.dtensor_step_s + units * grad_accum * link.fsdp_unit_s
+    if lay.strategy in ("zero1", "zero2") and link.zero_tensor_s:
+        return arch.param_tensors * (grad_accum if lay.strategy == "zero2" else 1) * link.zero_tensor_s
     return 0.0
 
 

@@ -59,7 +59,8 @@ SITES: dict[str, str] = {
     "trainer-run": "rank 0's trainer_run.json: the Trainer's config and times for the W&B run (contained)",
     "model-shape": "the model's shape for the FLOPs per token (contained: no MFU)",
     "peak": "rank 0's device peak for the MFU (contained: no MFU)",
-    "host-comm": "rank 0's gloo cost measurement for the driver's prediction (contained)",
+    "host-comm": "rank 0's gloo (and, on a ZeRO-1/2 point, DeepSpeed) cost measurement for the driver's prediction "
+    "(contained)",
     "rank-fields": "the rank file's fields after training: contention, RSS, CUDA peaks (contained, each)",
     "rank-file": "the rank file's serialisation (attributed: the measurements that serialise are kept)",
     "trainer-args": "sweeper's mapping of the point's keys to TrainingArguments, before the library sees it "

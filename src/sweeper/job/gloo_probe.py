@@ -262,8 +262,9 @@ def _stderr_tail(err: bytes) -> str:
     return " | ".join(lines[-STDERR_LINES:])
 
 
-def _probe_times(world: int, reps: int, timeout_s: float) -> dict[str, Any]:
-    """One try of :func:`measure_gloo`: start the ``world`` probe ranks on a fresh port and return rank 0's timings.
+def _probe_times(world: int, reps: int, timeout_s: float, module: str = "sweeper.job.gloo_probe") -> dict[str, Any]:
+    """One try of :func:`measure_gloo` (or of another probe ``module`` with the same command line,
+    :mod:`sweeper.job.zero_probe`): start the ``world`` probe ranks on a fresh port and return rank 0's timings.
     When a rank fails, the others are stopped at once (they would wait for it until ``timeout_s``).
 
     Raises:
@@ -276,7 +277,7 @@ def _probe_times(world: int, reps: int, timeout_s: float) -> dict[str, Any]:
     env["OMP_NUM_THREADS"] = "1"
     with tempfile.TemporaryDirectory(prefix="sweeper_gloo_") as tmp:
         out = Path(tmp) / "times.json"
-        cmd = [sys.executable, "-m", "sweeper.job.gloo_probe", "--world", str(world), "--port", str(port)]
+        cmd = [sys.executable, "-m", module, "--world", str(world), "--port", str(port)]
         errs = [Path(tmp) / f"rank{r}.err" for r in range(world)]
         procs = []
         for r in range(world):

@@ -320,6 +320,10 @@ def _rank_fields(fields: RankFile, me: life.Rank, spec: PointSpec, parts: _Parts
 
             # prediction (sweeper.capacity.hostcomm); apart from the peak: neither loses the other
             notes.run("host-comm", lambda: host_comm(spec.ranks_per_node))
+            if spec.zero in (1, 2):  # DeepSpeed's host cost, once its CPU op is built (by this point's ranks)
+                from sweeper.job.zero_probe import host_zero
+
+                notes.run("host-comm", lambda: host_zero(spec.ranks_per_node))
 
 
 def tf32_matmuls() -> bool:
