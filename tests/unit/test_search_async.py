@@ -54,6 +54,7 @@ class ScriptedCluster:
 
     def __init__(self, sweep: SweepDir, launcher: SyntheticLauncher, seconds: dict[tuple[str, bool], float]) -> None:
         self.sweep, self.launcher, self.seconds = sweep, launcher, seconds
+        self.concurrent: int | None = None
         self.now = 0.0
         self.returns: list[Any] = []
         self.queue: list[tuple[float, str, list[str]]] = []  # (end, point id, overrides)

@@ -128,3 +128,24 @@ def test_patience_stops_after_measurements_without_a_frontier_change(tmp_path: P
     stopped = [r for r in recs.values() if r.status == "skipped"]
     assert len(stopped) == 2 and all(r.search["decision"] == "stopped" for r in stopped)
     assert all("search.patience=1" in r.reason for r in stopped)
+
+
+def test_a_launcher_that_runs_one_job_at_a_time_gets_one_point_per_submission_decided_on_every_record(tmp_path):
+    """Hydra's basic launcher (the local one) runs one point after the other. With ``search.batch_size=3`` the first
+    round fills its third slot with d1, from the second predicted front, before anything is measured; one point per
+    submission decides d1 after a and b are measured, and skips it (b dominates it with the margin)."""
+    from sweeper.search.jobs import Launched
+
+    pts = _points(3, batch_size=3)
+    a, b, d1 = (p.pid for p in pts)
+    truth = {a: (100.0, 1.0), b: (50.0, 0.5), d1: (40.0, 0.8)}  # d1: slower than b with more memory
+    rounds = SyntheticLauncher(SweepDir(tmp_path / "rounds"), pts, truth)
+    Search(pts, SweepDir(tmp_path / "rounds"), rounds, predictor=_predictor(truth)).run()
+    one = SyntheticLauncher(SweepDir(tmp_path / "one"), pts, truth)
+    Search(pts, SweepDir(tmp_path / "one"), Launched(one, concurrent=1), predictor=_predictor(truth)).run()
+    assert sorted(pid for pid, _ in rounds.jobs) == sorted([a, b, d1])  # one round of three
+    assert sorted(pid for pid, _ in one.jobs) == sorted([a, b])
+    log = json.loads((tmp_path / "one" / "search.json").read_text())
+    assert [len(r["points"]) for r in log["rounds"]] == [1, 1], log["rounds"]
+    rec = SweepDir(tmp_path / "one").read_record(d1)
+    assert rec.status == "skipped" and rec.search["dominated_by"] == b, rec.reason

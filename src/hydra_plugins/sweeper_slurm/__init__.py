@@ -5,7 +5,8 @@
   batch validated by :func:`sweeper.config.compose.compose_containers` (one composition per group choice, not
   per point); with ``search=frontier`` it hands the same grid to the frontier search (:mod:`sweeper.search.driver`),
   which runs it through the same launcher: on SLURM job by job as each ends
-  (:mod:`sweeper.launchers.slurm.search_jobs`), with any other launcher batch by batch (docs/search.md).
+  (:mod:`sweeper.launchers.slurm.search_jobs`), with Hydra's basic launcher point by point, with any other
+  launcher batch by batch (docs/search.md).
 
 Their config nodes are stored when Hydra imports this module (plugin discovery, before it composes any config), so
 any Hydra app can select them; Hydra's launcher and sweeper test suites run against both
@@ -52,6 +53,7 @@ class SweeperBasicSweeper(BasicSweeper):
             return super().sweep(arguments)
         from pathlib import Path
 
+        from hydra._internal.core_plugins.basic_launcher import BasicLauncher
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import OmegaConf
 
@@ -66,7 +68,11 @@ class SweeperBasicSweeper(BasicSweeper):
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        # SLURM: jobs submitted without waiting, the next decided as soon as any ends; any other launcher: rounds
+        # SLURM: jobs submitted without waiting, the next decided as soon as any ends; Hydra's basic launcher (local)
+        # runs one job after the other, so the search decides after each; any other launcher: rounds
         launcher = self.launcher
-        runner = SlurmJobs(launcher) if isinstance(launcher, SlurmLauncher) else Launched(launcher.launch)
+        if isinstance(launcher, SlurmLauncher):
+            runner: Any = SlurmJobs(launcher)
+        else:
+            runner = Launched(launcher.launch, concurrent=1 if isinstance(launcher, BasicLauncher) else None)
         return run_search(points, sweep_dir, runner)

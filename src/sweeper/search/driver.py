@@ -173,7 +173,10 @@ class Search:
             self.stop, left = f"{patience} full measurement(s) without a frontier change (search.patience)", []
         order = front_order([Guess(p.pid, guesses[p.pid].tokens_per_s_per_device, guesses[p.pid].peak_bytes)
                              for p in left])  # fmt: skip
-        step = next_step([p.pid for p in promote], [g.pid for g in order], in_flight, self.conf.batch_size)
+        slots = self.conf.batch_size
+        if self.jobs.concurrent is not None:  # a launcher that runs fewer at once: the rest would wait, undecided
+            slots = min(slots, max(1, self.jobs.concurrent))
+        step = next_step([p.pid for p in promote], [g.pid for g in order], in_flight, slots)
         if step.submits:
             batch = [self.by_id[pid] for pid in (*step.promote, *step.start)]
             # before any point is measured in full nothing can dominate a screen: every screen would be promoted

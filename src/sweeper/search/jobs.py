@@ -18,6 +18,9 @@ class Jobs(Protocol):
     submission (what the Hydra sweeper returns)."""
 
     returns: list[Any]
+    #: Jobs the launcher runs at the same time (None: as many as are submitted). The search keeps at most
+    #: ``min(search.batch_size, concurrent)`` in flight: more would only wait, and be decided on older records.
+    concurrent: int | None
 
     def running(self, point_ids: Collection[str]) -> set[str]:
         """The points of ``point_ids`` whose job, submitted before this search started (a killed search's), is
@@ -45,8 +48,11 @@ class Launched:
     runs its jobs to their end, so nothing is ever running between two calls, and :meth:`wait` returns every point
     (one without a final record then never gets one from this search)."""
 
-    def __init__(self, launch: Callable[[list[list[str]], int], Any]) -> None:
+    def __init__(self, launch: Callable[[list[list[str]], int], Any], concurrent: int | None = None) -> None:
+        """``concurrent``: jobs ``launch`` runs at the same time (Hydra's basic launcher: 1, one after the other;
+        None: every job of a submission, as a parallel launcher such as joblib's)."""
         self.launch = launch
+        self.concurrent = concurrent
         self.returns: list[Any] = []
 
     def running(self, point_ids: Collection[str]) -> set[str]:

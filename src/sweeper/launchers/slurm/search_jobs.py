@@ -21,6 +21,7 @@ class SlurmJobs:
     def __init__(self, launcher: SlurmLauncher) -> None:
         self.launcher = launcher
         self.returns: list[Any] = []
+        self.concurrent: int | None = None  # SLURM runs what its queue allows: search.batch_size decides
 
     def running(self, point_ids: Collection[str]) -> set[str]:
         """The points of ``point_ids`` without a final record whose latest job (``submitted.json``) SLURM still
