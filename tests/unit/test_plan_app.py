@@ -125,3 +125,38 @@ def test_the_files_escape_outside_text_and_label_both_memory_units(loader, tmp_p
     assert pd.read_csv(tmp_path / "plan.csv")["predicted_peak_bytes"].tolist() == df["predicted_peak_bytes"].tolist()
     out = capsys.readouterr().out
     assert name in out and out.strip().splitlines()[-1].startswith(f"Plan: {tmp_path / 'plan.md'}")
+
+
+def test_the_plan_answers_first_with_the_fastest_configuration_predicted_to_fit(loader, tmp_path, capsys):
+    """The answer a user plans for, before the tables: the fewest days among the rows that fit (at their largest
+    batch), rows within 5 % of it named, the ones that do not fit never chosen."""
+    from sweeper.plan.answer import answer_lines
+    from sweeper.plan.table import key_names
+
+    cfg = loader.load_configuration("plan", overrides=BASE, run_mode=RunMode.RUN)
+    df = make_plan(expand([cfg], named_keys(BASE)), tmp_path)  # the six engines, with and without checkpointing
+    fits = df[df["fits"] == True]  # noqa: E712 - a nullable column
+    best = fits.loc[fits["predicted_train_days_at_max_batch"].astype(float).idxmin()]
+    assert df[df["engine"] == "DDP"]["fits"].eq(False).all()  # 7B DDP does not fit an H100: never the answer
+    line = answer_lines(df, key_names(df))[0]
+    label = f"{best['engine']} gc={str(bool(best['gc'])).lower()}"
+    assert line.startswith(f"Answer: fastest predicted to fit: {label} at per_device_batch_size="), line
+    assert f"{int(best['max_per_device_batch_size'])} (the largest predicted to fit)" in line
+    assert f"{float(best['predicted_train_days_at_max_batch']):,.0f} days" in line
+    assert "A prediction: measure it before relying on it" in line
+    md = (tmp_path / "plan.md").read_text().split("\n\n")
+    assert md[2].splitlines()[0] == f"**{line}**", md[2]  # right after the title and the command
+    assert capsys.readouterr().out.splitlines()[1] == line  # the terminal: right under the title
+
+
+def test_the_plan_says_when_nothing_fits_and_when_everything_was_refused(loader):
+    from sweeper.plan.answer import answer_lines
+    from sweeper.plan.table import key_names
+
+    df = plan(loader, *BASE, "fsdp=none", "gc=true")  # DDP: a full 7B model state per rank
+    line = answer_lines(df, key_names(df))[0]
+    assert line.startswith("Answer: no configuration is predicted to fit. The smallest, DDP gc=true, needs "), line
+    refused = plan(loader, "model=llama-2-7b", "cluster=v100-32gb", "seq_len=4096", "fsdp=none", "precision=bf16")
+    assert answer_lines(refused, key_names(refused)) == [
+        "Answer: none: every configuration was refused before the model (the reasons are below)"
+    ]

@@ -86,6 +86,12 @@ _MAIN: tuple[tuple[str, str, Any], ...] = (
 )
 
 
+def key_names(df: pd.DataFrame) -> list[str]:
+    """The columns that tell the rows apart besides ``engine``: ``gc``, the :data:`VARYING` keys that vary, then the
+    plan's other axis columns (:func:`sweeper.plan.rows.plan_axes`)."""
+    return ["gc", *varying(df), *plan_axes(df)]
+
+
 def _keys(df: pd.DataFrame) -> pd.DataFrame:
     """The columns that tell the rows apart: engine, gc, the :data:`VARYING` keys that vary, then the plan's other
     axis columns (:func:`sweeper.plan.rows.plan_axes`: ``plan.*``, passthrough and cluster keys that differ)."""
@@ -235,6 +241,7 @@ def markdown(title: str, command: str, header: Sequence[str], df: pd.DataFrame, 
     parts = [
         f"# {md.escape(title)}",
         f"{md.code(command)}",
+        "\n".join(f"**{md.escape(line)}**" if i == 0 else md.escape(line) for i, line in enumerate(_answer(df))),
         "Predicted before anything runs (`sweeper.plan`): nothing was launched. Sizes in binary units: "
         "GiB = 2^30 bytes. Columns and formulas: docs/planning.md.",
         "\n".join(f"- {md.escape(line)}" for line in header),
@@ -252,6 +259,12 @@ def markdown(title: str, command: str, header: Sequence[str], df: pd.DataFrame, 
     return "\n\n".join(parts) + "\n"
 
 
+def _answer(df: pd.DataFrame) -> list[str]:
+    from sweeper.plan.answer import answer_lines
+
+    return answer_lines(df, key_names(df))
+
+
 def _md_table(frame: pd.DataFrame) -> str:
     return md.table(frame) if len(frame) else "(none)"
 
@@ -267,6 +280,8 @@ def print_plan(title: str, header: Sequence[str], df: pd.DataFrame, files: Seque
     if not console.is_terminal:  # a pipe or a file: keep the table's rows whole
         console.width = 240
     console.print(Text(title, style="bold"))
+    for line in _answer(df):
+        console.print(Text(line, style="bold"), soft_wrap=True)
     for line in header:
         console.print(Text(f"  {line}"), soft_wrap=True)
     frame = main_table(df)
