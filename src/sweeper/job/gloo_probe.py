@@ -362,8 +362,9 @@ def _store(path: Path, entries: dict) -> None:
         pass  # measured again next time
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m sweeper.job.gloo_probe --rank R --world N --port P [--out FILE]``: one probe rank (internal)."""
+def run_rank(argv: list[str] | None, rank_fn: Any) -> int:
+    """One probe rank from the command line :func:`_probe_times` gives every probe module (``--rank R --world N
+    --port P [--reps K] [--out FILE]``): ``rank_fn(rank, world, port, out, reps)``. Returns the exit status, 0."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
@@ -371,8 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
-    _time_collectives(a.rank, a.world, a.port, a.out, a.reps)
+    rank_fn(a.rank, a.world, a.port, a.out, a.reps)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sweeper.job.gloo_probe --rank R --world N --port P [--out FILE]``: one probe rank (internal)."""
+    return run_rank(argv, _time_collectives)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ Only after a ZeRO point ran on this host: DeepSpeed JIT-builds its CPU communica
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.capacity.hostcomm import MAX_AGE_S, comm_cache_file, zero_key
-from sweeper.job.gloo_probe import ATTEMPTS, RETRY_AFTER_S, _entries, _probe_times, _store
+from sweeper.job.gloo_probe import ATTEMPTS, RETRY_AFTER_S, _entries, _probe_times, _store, run_rank
 
 #: The probe's layers: ``PROBE_TENSORS`` square Linear weights of ``PROBE_WIDTH`` (no bias, tanh between), at
 #: ``PROBE_ROWS`` rows per micro-batch (the tiny model's tensor count and tokens per micro-batch at batch 8).
@@ -170,15 +169,7 @@ def host_zero(world: int, path: Path | None = None, now: float | None = None) ->
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m sweeper.job.zero_probe --rank R --world N --port P [--out FILE]``: one probe rank (internal)."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rank", type=int, required=True)
-    ap.add_argument("--world", type=int, required=True)
-    ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args(argv)
-    _time_steps(a.rank, a.world, a.port, a.out, a.reps)
-    return 0
+    return run_rank(argv, _time_steps)
 
 
 if __name__ == "__main__":
