@@ -160,3 +160,23 @@ def test_the_plan_says_when_nothing_fits_and_when_everything_was_refused(loader)
     assert answer_lines(refused, key_names(refused)) == [
         "Answer: none: every configuration was refused before the model (the reasons are below)"
     ]
+
+
+def test_a_configuration_that_fits_with_an_unknown_throughput_is_counted_not_passed_over_in_silence(loader):
+    """ZeRO-3 with the optimizer offloaded fits, but its time is outside the model: the answer names the fastest of
+    the others and says one configuration that fits was not ranked (it may be faster)."""
+    from sweeper.plan.answer import answer_lines
+    from sweeper.plan.table import key_names
+
+    offload = plan(
+        loader, *BASE, "zero=3", "gc=true", "+deepspeed_config.zero_optimization.offload_optimizer.device=cpu"
+    )
+    assert bool(offload["fits"].iloc[0]) is True and pd.isna(offload["predicted_train_days"].iloc[0])
+    sharded = plan(loader, *BASE, "fsdp=full_shard", "gc=true")
+    df = pd.concat([offload, sharded], ignore_index=True)
+    lines = answer_lines(df, key_names(df))
+    assert lines[0].startswith("Answer: fastest predicted to fit: FSDP full_shard gc=true"), lines
+    assert lines[1] == (
+        "  1 other configuration(s) predicted to fit have an unknown throughput and are not ranked (see the notes): "
+        "one of them may be faster"
+    ), lines

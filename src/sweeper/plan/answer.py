@@ -3,9 +3,9 @@ predicted to train ``train_tokens`` in the fewest days among those predicted to 
 
 A row counts at its largest batch that fits (``max_per_device_batch_size``, the plan's ``... at max batch`` columns)
 when the model found one, else at its own batch. Ties (equal days) go to the row with fewer predicted device bytes.
-Rows whose fit is unknown are never chosen and are counted; rows whose throughput is unknown (no peak, or offload
-outside the time model) are said to be unknown, never ranked. Rows within :data:`NEAR` of the fastest's days are
-named beside it. Everything here is a prediction, and says so.
+Rows whose fit is unknown are never chosen and are counted; rows that fit but whose throughput is unknown (no peak,
+or offload outside the time model) are never ranked, and the answer counts them (one of them may be faster). Rows
+within :data:`NEAR` of the fastest's days are named beside it. Everything here is a prediction, and says so.
 """
 
 from __future__ import annotations
@@ -76,10 +76,12 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
             else:
                 out.append(f"Answer{where}: no configuration is predicted to fit")
         else:
-            choices = []
+            choices, unranked = [], 0
             for _, row in fits.iterrows():
                 days, hours, tps, batch, at_max = _at_best_batch(row)
-                if not missing(days):
+                if missing(days):
+                    unranked += 1  # fits, but its time is unknown: "fastest" would not be true of the others
+                else:
                     choices.append((float(days), float(row["predicted_device_bytes"]), row, hours, tps, batch, at_max))
             if not choices:
                 out.append(
@@ -105,6 +107,11 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
                     f"for train_tokens={float(row['train_tokens']):.3g} ({memory}){also}. A prediction: measure "
                     "it before relying on it"
                 )
+                if unranked:
+                    out.append(
+                        f"  {unranked} other configuration(s) predicted to fit have an unknown throughput and are not "
+                        "ranked (see the notes): one of them may be faster"
+                    )
         if unknown:
             out.append(f"  {unknown} configuration(s) with an unknown fit are not considered (see the notes)")
     return out

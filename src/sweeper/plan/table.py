@@ -96,7 +96,7 @@ def _keys(df: pd.DataFrame) -> pd.DataFrame:
     """The columns that tell the rows apart: engine, gc, the :data:`VARYING` keys that vary, then the plan's other
     axis columns (:func:`sweeper.plan.rows.plan_axes`: ``plan.*``, passthrough and cluster keys that differ)."""
     out = pd.DataFrame({"engine": df["engine"].astype(str), "gc": [cli(bool(v)) for v in df["gc"]]}, index=df.index)
-    for k in [*varying(df), *plan_axes(df)]:
+    for k in key_names(df)[1:]:
         out[k] = [cli(v) for v in df[k]]
     return out
 
@@ -241,7 +241,7 @@ def markdown(title: str, command: str, header: Sequence[str], df: pd.DataFrame, 
     parts = [
         f"# {md.escape(title)}",
         f"{md.code(command)}",
-        "\n".join(f"**{md.escape(line)}**" if i == 0 else md.escape(line) for i, line in enumerate(_answer(df))),
+        "\n\n".join(f"**{md.escape(line)}**" if line.startswith("Answer") else md.escape(line) for line in _answer(df)),
         "Predicted before anything runs (`sweeper.plan`): nothing was launched. Sizes in binary units: "
         "GiB = 2^30 bytes. Columns and formulas: docs/planning.md.",
         "\n".join(f"- {md.escape(line)}" for line in header),
