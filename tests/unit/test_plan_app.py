@@ -144,6 +144,12 @@ def test_the_plan_answers_first_with_the_fastest_configuration_predicted_to_fit(
     assert f"{int(best['max_per_device_batch_size'])} (the largest predicted to fit)" in line
     assert f"{float(best['predicted_train_days_at_max_batch']):,.0f} days" in line
     assert "A prediction: measure it before relying on it" in line
+    devices = f"on {int(best['world_size'])} devices (1 node(s) x {int(best['ranks_per_node'])})"
+    assert devices in line, line  # the days are of that many devices
+    if int(best["max_per_device_batch_size"]) != int(best["per_device_batch_size"]):
+        # the planned batch's bytes would not be the recommended batch's: only that it fits the usable memory
+        usable = float(best["predicted_device_mem_bytes"]) * (1 - float(best["predicted_margin"])) / GIB
+        assert f"(within the usable {usable:,.2f} GiB per device)" in line, line
     md = (tmp_path / "plan.md").read_text().split("\n\n")
     assert md[2].splitlines()[0] == f"**{line}**", md[2]  # right after the title and the command
     assert capsys.readouterr().out.splitlines()[1] == line  # the terminal: right under the title

@@ -90,10 +90,13 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
                 )
             else:
                 days, device, row, hours, tps, batch, at_max = min(choices, key=lambda c: (c[0], c[1]))
-                planned_batch = int(row["per_device_batch_size"])
+                # the device bytes are the planned batch's; at a larger batch the model knows only that it fits
                 memory = f"{device / GIB:,.2f} GiB per device"
-                if batch != planned_batch:
-                    memory += f" at the planned per_device_batch_size={planned_batch}"
+                cap, margin = row["predicted_device_mem_bytes"], row["predicted_margin"]
+                if batch != int(row["per_device_batch_size"]) and not missing(cap) and not missing(margin):
+                    memory = f"within the usable {float(cap) * (1 - float(margin)) / GIB:,.2f} GiB per device"
+                nodes, per_node = int(row["nodes"]), int(row["ranks_per_node"])
+                devices = f"{nodes * per_node} devices ({nodes} node(s) x {per_node})"
                 batch_text = f"per_device_batch_size={batch}" + (" (the largest predicted to fit)" if at_max else "")
                 close = [
                     f"{_label(c[2], keys)} ({_days(c[0])} days)"
@@ -104,8 +107,8 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
                 out.append(
                     f"Answer{where}: fastest predicted to fit: {_label(row, keys)} at {batch_text}: "
                     f"{float(tps):,.0f} tokens/s per device, {_days(days)} days and {float(hours):,.0f} GPU-hours "
-                    f"for train_tokens={float(row['train_tokens']):.3g} ({memory}){also}. A prediction: measure "
-                    "it before relying on it"
+                    f"on {devices} for train_tokens={float(row['train_tokens']):.3g} ({memory}){also}. "
+                    "A prediction: measure it before relying on it"
                 )
                 if unranked:
                     out.append(
