@@ -300,3 +300,17 @@ def test_the_terminal_says_why_the_tokens_per_s_error_is_large_when_the_predicti
     assert lines.index(why[0]) == 1 and lines[2].startswith("plan.efficiency=")  # after the error, before the fit
     calibrated = [measured(b, "/sweeps/earlier") for b in (2, 4)]
     assert not any("no plan.calibrate" in ln for ln in summary_lines(records_to_frame(calibrated), calibrated))
+
+
+def test_the_calibration_line_says_a_groups_efficiency_is_of_its_compute_alone():
+    """The overall efficiency is of the whole step, a group's of its compute with communication and the per-step
+    overhead taken out: a group above the overall p90 is then no contradiction, and the line says why."""
+    from sweeper.capacity.calibrate import Calibration, Group, group_key
+    from sweeper.report.predicted import calibration_line
+
+    groups = {group_key("ddp", False, "fp32"): Group(0.13, 0.0, 1, "median"),
+              group_key("fsdp", False, "fp32"): Group(0.071, 0.004, 2, "overhead + rate")}  # fmt: skip
+    cal = Calibration(0.084, 3, 0.041, 0.12, "measured", groups)
+    line = calibration_line(cal, pd.DataFrame({"model": ["tiny"], "seq_len": [128], "device_type": ["cpu"]}))
+    assert "; per group, compute alone (communication and per-step overhead taken out; plan.calibrate=" in line, line
+    assert "(DDP) 0.13;" in line and "(FSDP) 0.071 + 4 ms/step" in line, line

@@ -168,7 +168,14 @@ def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, s
         + (f" + {g.overhead_s * 1e3:.3g} ms/step" if g.overhead_s else "")
         for k, g in groups.items()
     )
-    per = f"; per group (plan.calibrate=<this sweep dir>): {per}" if len(groups) > 1 else ""
+    # the overall figure is of the whole step; a group's is of its compute alone (its communication and per-step
+    # overhead taken out), so a group may stand above the overall p90 (a newcomer read that as a contradiction)
+    per = (
+        f"; per group, compute alone (communication and per-step overhead taken out; plan.calibrate=<this sweep dir>): "
+        f"{per}"
+        if len(groups) > 1
+        else ""
+    )
     line = f"plan.efficiency={efficiency_value(e)} calibrated on {cal.n:,} ok point{plural}{span}{per}"
     return line, reuse_command(df, e)
 
