@@ -100,8 +100,26 @@ def brute_force(lo, hi, mem):
         tied = not faster and not lo[b] > hi[a]
         return (faster and mem[a] <= mem[b]) or (tied and mem[a] < mem[b])
 
+    # from the least memory up: off the frontier when a frontier point with less memory, or any point with the
+    # same memory, dominates it
     n = len(mem)
-    return [not any(dominates(a, b) for a in range(n) if a != b) for b in range(n)]
+    on = [False] * n
+    for b in sorted(range(n), key=lambda i: mem[i]):
+        on[b] = not any(
+            dominates(a, b) for a in range(n) if a != b and (on[a] if mem[a] < mem[b] else mem[a] == mem[b])
+        )
+    return on
+
+
+def test_a_point_dominated_only_through_a_dominated_point_stays_on_the_frontier():
+    """A chain of ties: the wide-interval 2 is tied with 1 (less memory: 2 is dominated) and with 3 (3 has more
+    memory), but 3 is measurably faster than 1, the only frontier point below it: 3 is on the frontier."""
+    lo, hi, mem = [5.0, 5.5, 9.1], [6.0, 9.2, 15.0], [4.45, 4.71, 5.67]
+    t = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
+    assert pareto_frontier(t, mem, lo, hi) == [True, False, True]
+    assert brute_force(lo, hi, mem) == [True, False, True]
+    # and 4, tied with 3 and with more memory, is dominated by 3, a frontier point
+    assert pareto_frontier([*t, 12.0], [*mem, 6.0], [*lo, 10.0], [*hi, 14.0]) == [True, False, True, False]
 
 
 def test_matches_brute_force_and_is_never_empty():

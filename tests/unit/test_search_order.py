@@ -38,6 +38,9 @@ def test_fronts_peel_the_predicted_frontier_and_put_unpredictable_points_first()
     assert order[0] == "no-peak"  # unrankable: measured first, it calibrates its precision
     assert order[1:3] == ["fast-big", "slow-small"]  # a front's extremes (infinite crowding distance) next
     assert order[-2:] == ["dominated", "worst"]
+    # several unrankable points: the cheapest to measure (least memory: the smallest batch) first, whatever its id
+    more = [*gs, Guess("a-no-peak-big", None, 30.0), Guess("z-no-peak-small", None, 1.0)]
+    assert [g.pid for g in front_order(more)][:3] == ["z-no-peak-small", "no-peak", "a-no-peak-big"]
 
 
 def test_crowding_distance_is_infinite_at_the_ends_and_larger_in_sparse_stretches():
@@ -78,12 +81,48 @@ def test_surely_dominated_names_the_witness_with_least_memory_and_treats_equal_m
     assert surely_dominated(120.0, 9.0, ms) is None  # could be faster than every measured point
 
 
-def test_margin_takes_the_largest_recent_error_and_never_goes_below_the_floor():
+def test_margin_is_the_jackknife_quantile_of_the_errors_and_never_below_the_floor():
     assert margin([], 0.1, need=0) == 0.1
     assert math.isinf(margin([], 0.1)) and math.isinf(margin([0.01], 0.1, need=2))  # no measured error yet
-    assert margin([0.02, -0.3, 0.05], 0.1) == 0.3
-    assert margin([-0.5, *([0.01] * 6)], 0.1) == 0.1  # an old error ages out after `recent` measurements
+    assert margin([0.02, -0.3, 0.05], 0.1) == 0.3  # too few errors for the 90 % rank: the largest
     assert margin([float("nan"), 0.2], 0.05) == 0.2
+    # 20 errors: the ceil(21 x 0.9) = 19th smallest covers 90 %, the one outlier beyond it does not set the margin
+    errors = [-0.5, *(0.01 * k for k in range(1, 20))]
+    assert margin(errors, 0.1) == 0.19
+    assert margin(errors, 0.1, coverage=0.99) == 0.5  # a higher coverage reaches it
+    assert margin(errors, 0.1, coverage=0.5) == 0.11  # the 11th smallest, 0.11, above the floor
+
+
+def test_a_skip_is_a_point_off_the_frontier_whatever_its_real_numbers_within_the_bounds():
+    """With several measured points (ties, chains of ties): whenever surely_dominated names a witness, a point
+    anywhere within the bounds (interval top <= upper, memory >= mem_low) is off the frontier of the measured
+    points and itself, by the report's code; a tie witness is always a frontier point."""
+    rng = random.Random(11)
+    for _ in range(2000):
+        measured = []
+        for k in range(rng.randint(1, 6)):
+            lo = rng.uniform(0, 10)
+            measured.append(Measured(f"m{k}", lo, lo + rng.choice([0.0, 0.5, 2.0, 4.0]), float(rng.randint(1, 6))))
+        upper, mem_low = rng.uniform(0, 12), float(rng.randint(1, 7))
+        by = surely_dominated(upper, mem_low, measured)
+        if by is None:
+            continue
+        for (lo, hi), mem in itertools.product(
+            [(upper, upper), (0.0, upper), (upper / 2, upper)], (mem_low, mem_low + 2)
+        ):
+            pts = [*measured, Measured("x", lo, hi, mem)]
+            on = pareto_frontier([(p.low + p.high) / 2 for p in pts], [p.memory for p in pts],
+                                 [p.low for p in pts], [p.high for p in pts])  # fmt: skip
+            assert not on[-1], (measured, upper, mem_low, by)
+
+
+def test_only_a_frontier_point_witnesses_a_tie():
+    """k (least memory) ties the wide a, so a is off the frontier: a point tied with a but faster than k is not
+    skipped on a's word; one tied with k is, on k's."""
+    k, a = Measured("k", 5.0, 6.0, 1.0), Measured("a", 5.5, 9.2, 2.0)
+    assert surely_dominated(9.0, 3.0, [k, a]) is None
+    assert surely_dominated(9.0, 3.0, [a]).pid == "a"  # alone, a is on the frontier
+    assert surely_dominated(5.8, 3.0, [k, a]).pid == "k"
 
 
 def test_screen_pays_weighs_the_saving_against_a_second_start_up():

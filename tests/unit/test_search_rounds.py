@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from sweeper.capacity.predict import Prediction
-from sweeper.config.spec import replay_command
+from sweeper.config.spec import PointSpec, replay_command
 from sweeper.point.identity import point_id
 from sweeper.point.lifecycle import target_for
 from sweeper.results.record import Record
@@ -29,8 +29,9 @@ def _points(n: int, **search) -> list[Point]:
 
 
 class SyntheticLauncher:
-    """Writes each job's ``ok`` record from ``truth`` (pid -> (tokens/s per device, peak MiB)); a screen's
-    throughput is ``screen_factor`` x the truth. Records the jobs it was given."""
+    """Writes each job's ``ok`` record from ``truth`` (pid -> (tokens/s per device, peak MiB[, w])): the step time's
+    95 % interval is 1 ± w (0 by default), so the throughput interval is [t / (1 + w), t / (1 - w)]. Records the
+    jobs it was given."""
 
     def __init__(self, sweep: SweepDir, points: list[Point], truth: dict[str, tuple[float, float]]) -> None:
         self.sweep, self.truth, self.jobs = sweep, truth, []
@@ -45,9 +46,10 @@ class SyntheticLauncher:
             spec["search"] = {**spec["search"], "window": "screen" if screen else "full"}
             if self.sweep.final_status(p.pid):
                 self.sweep.set_aside(p.pid)  # what lifecycle.begin does with a promoted screen
-            t, mib = self.truth[p.pid]
-            m = {"tokens_per_s_per_device": t, "step_time_s_median": 1.0, "step_time_s_ci95_low": 1.0,
-                 "step_time_s_ci95_high": 1.0, "peak_mem_bytes": int(mib * MIB), "timed_steps": 3 if screen else 8}  # fmt: skip
+            t, mib, *w = self.truth[p.pid]
+            w = w[0] if w else 0.0
+            m = {"tokens_per_s_per_device": t, "step_time_s_median": 1.0, "step_time_s_ci95_low": 1.0 - w,
+                 "step_time_s_ci95_high": 1.0 + w, "peak_mem_bytes": int(mib * MIB), "timed_steps": 3 if screen else 8}  # fmt: skip
             self.sweep.write_record(
                 Record(self.sweep.sweep_id, p.pid, "ok", ov, spec, replay_command(ov), metrics=m, wall_time_s=10.0)
             )
@@ -149,3 +151,57 @@ def test_a_launcher_that_runs_one_job_at_a_time_gets_one_point_per_submission_de
     assert [len(r["points"]) for r in log["rounds"]] == [1, 1], log["rounds"]
     rec = SweepDir(tmp_path / "one").read_record(d1)
     assert rec.status == "skipped" and rec.search["dominated_by"] == b, rec.reason
+
+
+def test_a_point_skipped_as_tied_with_a_frontier_point_is_measured_when_that_point_leaves_the_frontier(tmp_path):
+    """x is skipped as tied with a (a frontier point then, with less memory). k, measured later with still less
+    memory, ties a's wide interval and takes it off the frontier; k is slower than x could be, so nothing keeps x
+    off the frontier any more: its skip is set aside and x is open again. With a faster point of no more memory
+    measured as well, the skip stands."""
+    from sweeper.search import decide
+    from sweeper.search.state import measured_point
+
+    pts = _points(4, batch_size=1)
+    k, a, x, f = pts
+    truth = {k.pid: (60.0, 1.0), a.pid: (70.0, 2.0, 0.25), x.pid: (85.0, 3.0), f.pid: (200.0, 1.5)}
+    sweep = SweepDir(tmp_path)
+    launcher = SyntheticLauncher(sweep, pts, truth)
+    search = Search(pts, sweep, launcher, predictor=_predictor(truth))
+
+    def measured():
+        return [m for r in search.records().values() if r is not None and (m := measured_point(r)) is not None]
+
+    launcher([a.overrides], 0)
+    pred = Prediction(tokens_per_s_per_device=80.0, peak_bytes=3 * MIB)
+    skip = decide.skip_predicted(sweep, x, pred, measured(), 0.15, 0.05)
+    assert skip is not None and skip.search["dominated_by"] == a.pid  # 92 tokens/s at most, a reaches 93.3
+    assert search.reopen(search.records(), measured()) == []  # a is still on the frontier
+    launcher([k.overrides], 1)
+    assert search.reopen(search.records(), measured()) == [x.pid]
+    assert sweep.final_status(x.pid) is None
+    assert Record.from_dict(json.loads((sweep.point(x.pid) / "result.0.json").read_text())).status == "skipped"
+    assert search.log.points[x.pid]["reopened"] == 0
+    # the same with f (faster than x can be, with less memory) measured: x stays skipped, on f's word now
+    launcher([f.overrides], 2)
+    assert decide.skip_predicted(sweep, x, pred, measured(), 0.15, 0.05).search["dominated_by"] == f.pid
+    assert search.reopen(search.records(), measured()) == []
+    assert sweep.read_record(x.pid).status == "skipped"
+
+
+def test_a_point_the_model_cannot_time_is_screened_only_when_the_sweeps_own_steps_say_it_pays(tmp_path: Path):
+    """No step-time prediction (its precision's peak not measured yet): the sweep's median step stands in for it.
+    With a start-up far longer than the steps a screen leaves out, the point is measured in full at once (a screen
+    would cost a second start-up for nothing); with a short start-up it is screened."""
+    pts = _points(2, screen="auto")
+    a, b = pts
+    sweep = SweepDir(tmp_path)
+    launcher = SyntheticLauncher(sweep, pts, {a.pid: (100.0, 1.0), b.pid: (50.0, 0.5)})
+    search = Search(pts, sweep, launcher, predictor=_predictor({a.pid: (100.0, 1.0), b.pid: (50.0, 0.5)}))
+    launcher([a.overrides], 0)
+    record = sweep.read_record(a.pid)
+    unknown = Prediction(tokens_per_s_per_device=None, peak_bytes=MIB)  # no step_time_s
+    steps = PointSpec.from_dict(record.spec).total_steps
+    for start_up, screened in ((100.0, False), (0.5, True)):
+        sweep.set_aside(a.pid)
+        sweep.write_record(Record.from_dict({**record.to_dict(), "wall_time_s": steps * 1.0 + start_up}))
+        assert search.screen(b, unknown, search.records()) is screened, start_up

@@ -140,6 +140,31 @@ def test_calibration_separates_the_per_step_overhead_from_the_rate_and_fsdp_borr
     assert "overall median" in cal.lookup(bf16, "cpu")[2]  # no bf16 group at all
 
 
+def test_a_group_with_one_batch_size_borrows_the_overhead_of_the_groups_fitted_on_two():
+    """One FSDP point cannot tell its overhead from its rate; with the DDP group's overhead (the same host work)
+    its rate is exact, and another batch size is predicted right, where the overhead-free median was far off."""
+    ddp = [make_spec(per_device_batch_size=b, ranks_per_node=2) for b in (2, 8)]
+    fsdp2 = make_spec(per_device_batch_size=2, ranks_per_node=2, fsdp="full_shard")
+    arch = Arch.from_config(fsdp2.model_type, fsdp2.model_config)
+    flops = {b: step_flops(arch, batch=b, seq_len=fsdp2.seq_len, grad_accum=1, gc=False) for b in (2, 8)}
+    overhead = 0.04  # as long as the compute of a batch of 2: the tiny CPU model's case
+    fsdp_rate = flops[2] / overhead
+    records = [_record(s, _step(s, overhead, 2 * fsdp_rate)) for s in ddp]
+    records.append(_record(fsdp2, _step(fsdp2, overhead, fsdp_rate)))
+    grp = fit_calibration(records, comm=LINK).groups[group_key("fsdp", False, "fp32")]
+    assert grp.fitted == "rate, overhead borrowed from 1 group(s)"
+    assert grp.overhead_s == pytest.approx(overhead, rel=1e-6) and grp.efficiency == pytest.approx(fsdp_rate / PEAK)
+    alone = fit_calibration(records[2:], comm=LINK).groups[group_key("fsdp", False, "fp32")]  # nothing to borrow
+    assert (alone.fitted, alone.overhead_s) == ("median", 0.0)
+
+    def compute_at_8(g):
+        return g.overhead_s + flops[8] / (PEAK * g.efficiency)
+
+    truth = overhead + flops[8] / fsdp_rate
+    assert compute_at_8(grp) == pytest.approx(truth, rel=1e-6)
+    assert compute_at_8(alone) / truth - 1 > 0.3  # 4 x (overhead + compute at 2) against overhead + 4 x compute
+
+
 def test_a_calibrated_prediction_reproduces_a_point_it_was_fitted_on_and_adds_another_engines_collectives():
     overhead, rate = 0.03, 4e9
     ddp = [make_spec(per_device_batch_size=b, ranks_per_node=2) for b in (2, 8)]

@@ -11,7 +11,13 @@ and the group's parameters come from those points:
 * two or more distinct FLOP counts (e.g. two batch sizes): least squares of ``compute_i = overhead_s + F_i / R``
   (R = FLOP/s achieved, efficiency = R / peak; the overhead is the per-step host cost that does not grow with the
   batch: Python dispatch, the optimizer's per-tensor loop, the Trainer's bookkeeping; clamped at 0);
-* otherwise the median of ``F_i / (peak × compute_i)`` with no overhead (robust to one noisy point).
+* otherwise (one FLOP count) the overhead cannot be told from the rate on its own points: the group takes the
+  median overhead of the groups that were fitted with two parameters (the per-step host cost is the same kind of
+  work in every group of one model and host), and its efficiency is the median of ``F_i / (peak × (compute_i −
+  overhead))`` (``fitted``: "rate, overhead borrowed from N group(s)"). Predicting another batch size from one
+  point with no overhead at all put every second point of the frontier search's CPU grid 30-70 % off (2026-12-05,
+  issue 21); with no two-parameter group (or an overhead as large as a point's compute) the overhead is 0 and the
+  efficiency the median of ``F_i / (peak × compute_i)`` (robust to one noisy point).
 
 Precision is part of the group because a CPU's measured matmul peak is not what its training reaches in that dtype:
 here the bf16 peak is 4.6 × the fp32 one (AVX-512 BF16) while bf16 autocast steps are slower than fp32 ones (the
@@ -77,7 +83,8 @@ class Group:
         efficiency: achieved fraction of the dtype peak (recompute included).
         overhead_s: seconds per optimizer step that do not grow with the batch (0 when not fitted).
         n: points fitted on.
-        fitted: ``"overhead + rate"`` (two-parameter fit) or ``"median"``.
+        fitted: ``"overhead + rate"`` (two-parameter fit), ``"rate (no overhead)"``, ``"rate, overhead borrowed
+            from N group(s)"`` or ``"median"`` (module doc).
     """
 
     efficiency: float
@@ -171,11 +178,21 @@ def load_calibration(sweep_dir: str | Path) -> Calibration:
     return cal
 
 
-def _fit(points: list[tuple[float, float, float]]) -> Group:
-    """Fit one group on ``(FLOPs, peak, compute seconds)`` triples (module doc)."""
+def _two_flop_counts(points: list[tuple[float, float, float]]) -> bool:
+    return len({round(f / p, 12) for f, p, _ in points}) >= 2
+
+
+def _fit(points: list[tuple[float, float, float]], borrowed: list[float] | None = None) -> Group:
+    """Fit one group on ``(FLOPs, peak, compute seconds)`` triples (module doc); ``borrowed``: the overheads
+    (seconds) of the groups fitted with two parameters, for a group with one FLOP count."""
     effs = [f / (p * t) for f, p, t in points]
     flops = [f / p for f, p, _ in points]  # seconds at the full peak
-    if len({round(x, 12) for x in flops}) >= 2:
+    if not _two_flop_counts(points) and borrowed:
+        overhead = statistics.median(borrowed)
+        if all(t > overhead for _, _, t in points):
+            eff = statistics.median(f / (p * (t - overhead)) for f, p, t in points)
+            return Group(eff, overhead, len(points), f"rate, overhead borrowed from {len(borrowed)} group(s)")
+    if _two_flop_counts(points):
         mx, my = statistics.fmean(flops), statistics.fmean(t for _, _, t in points)
         sxx = sum((x - mx) ** 2 for x in flops)
         slope = sum((x - mx) * (t - my) for x, (_, _, t) in zip(flops, points, strict=True)) / sxx
@@ -242,7 +259,9 @@ def fit_calibration(
         p10, p90 = deciles[0], deciles[-1]
     else:
         p10 = p90 = values[0]
-    groups = {k: _fit(v) for k, v in sorted(by_group.items())}
+    two = {k: _fit(v) for k, v in sorted(by_group.items()) if _two_flop_counts(v)}
+    borrowed = [g.overhead_s for g in two.values() if g.fitted == "overhead + rate"]
+    groups = {k: two.get(k) or _fit(v, borrowed) for k, v in sorted(by_group.items())}
     return Calibration(statistics.median(values), len(values), p10, p90, source, groups, device, peaks, where)
 
 

@@ -149,6 +149,9 @@ class SearchConfig:
     # floor of the relative throughput margin around a prediction (fraction); the model's own error on the
     # measured points of this sweep raises it
     throughput_margin: float = 0.15
+    # the share of new points whose error the margins should cover: each margin is the jackknife prediction
+    # interval of the model's out-of-sample errors on this sweep at this level (fraction in (0, 1); docs/search.md)
+    coverage: float = 0.9
     # floor of the relative memory margin around a prediction (fraction); raised the same way
     memory_margin: float = 0.05
     # a screen's throughput upper bound is its fastest step's tokens/s times (1 + this), or more when the promoted

@@ -23,13 +23,19 @@ A *dominates* B when
 - A is faster and uses no more memory, or
 - A and B are tied on throughput and A uses strictly less memory.
 
-Two points tied on throughput with exactly the same memory do not dominate each other. The frontier is the set of
-points no other point dominates. The medians never decide between tied points, so two points whose intervals overlap
-never split into one frontier point and one dominated point because one median came out higher this time; the only
-tie-break is memory, which does not change between runs. The relation has no cycles (along a cycle every memory
-would be equal, and "faster" between intervals is a strict order), so a sweep with at least one valid point has a
-non-empty frontier. With zero-width intervals everywhere this is the classic rule: at least as fast with no more
+Two points tied on throughput with exactly the same memory do not dominate each other. The frontier is built from
+the least memory up: a point is on it unless a point already on it (less memory), or a point with the same memory,
+dominates it. A point dominated only by points that are themselves off the frontier stays on it: "tied" is not
+transitive, so without this rule a noisy point with a wide interval (tied with a slow point below it and with a
+fast point above it, and dominated by the slow one) would take the fast one off the frontier with it, and a chain
+of such ties could leave the slowest point alone on the frontier. With "faster" alone (zero-width intervals)
+domination is transitive and the two readings agree: this is then the classic rule, at least as fast with no more
 memory and strictly better in one.
+
+The medians never decide between tied points: of two points whose intervals overlap, the one with more memory is
+never on the frontier while the other is (with the same memory both are, or neither); the only tie-break is memory,
+which does not change between runs. A sweep with at least one valid point has a non-empty frontier (the fastest
+interval among the least-memory points is never dominated).
 
 A point with a missing or non-finite throughput or memory (None, NaN, inf) is never on the frontier, never
 dominates another point and is tied with none.
@@ -102,9 +108,11 @@ def pareto_frontier(
     Returns:
         One bool per point, in input order. Missing/NaN points are always False.
 
-    Runs in O(n log n): B is dominated exactly when a point with strictly less memory has ``high >= B.low``
-    (faster or tied), or a point with equal memory has ``low > B.high`` (faster). Walk the groups of equal memory
-    in ascending order, keeping the largest ``high`` seen at strictly lower memory.
+    Runs in O(n log n): B is off the frontier exactly when a frontier point with strictly less memory has
+    ``high >= B.low`` (faster or tied), or a point with equal memory has ``low > B.high`` (faster). Walk the groups
+    of equal memory in ascending order, keeping the largest ``high`` among the frontier points at strictly lower
+    memory. (Within a group, a faster point that is itself off the frontier takes a slower one off with it: the
+    frontier point below that ties or beats the faster one beats the slower one too.)
     """
     pts = _intervals(throughput, memory, low, high)
     valid = sorted((p[2], i) for i, p in enumerate(pts) if p is not None)
@@ -121,7 +129,7 @@ def pareto_frontier(
         for i in group:
             lo, hi, _ = pts[i]  # type: ignore[misc]
             on[i] = best_high_below < lo and not best_low > hi
-        best_high_below = max(best_high_below, max(pts[i][1] for i in group))  # type: ignore[index]
+        best_high_below = max([best_high_below, *(pts[i][1] for i in group if on[i])])  # type: ignore[index]
     return on
 
 

@@ -44,6 +44,28 @@ def guess(spec: PointSpec, target: Target, cal: Calibration | None) -> Predictio
         return Prediction(note=f"no prediction: {type(e).__name__}: {e}")
 
 
+def loo_errors(
+    points: list[Point], recs: dict[str, Record | None], order: list[str], predict: Any = None, last: int = 20
+) -> list[float]:
+    """The model's leave-one-out relative throughput errors on this sweep (measured / predicted − 1): each of the
+    ``last`` latest points measured over their full window (``order``: point ids by launch, oldest first) predicted
+    by ``predict`` (``(spec, target, calibration)``: :func:`guess` by default) calibrated on every other ``ok``
+    record (:func:`calibration`), as it would have been predicted had it not been measured. Oldest first. ``last``
+    bounds the refits per decision (each refit reads every record)."""
+    predict = predict or guess
+    ok = {pid: r for pid, r in recs.items() if r is not None and r.status == "ok"}
+    by_id = {p.pid: p for p in points}
+    full = [pid for pid in order if pid in ok and pid in by_id and not ok[pid].screen
+            and (ok[pid].metrics or {}).get("tokens_per_s_per_device")]  # fmt: skip
+    out = []
+    for pid in full[-last:]:
+        p = by_id[pid]
+        pred = predict(p.spec, p.target, calibration(r for q, r in ok.items() if q != pid)).tokens_per_s_per_device
+        if pred:
+            out.append(ok[pid].metrics["tokens_per_s_per_device"] / pred - 1)  # type: ignore[index]
+    return out
+
+
 def _tps(x: float) -> str:
     return f"{x:,.1f} tokens/s per device"
 

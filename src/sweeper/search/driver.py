@@ -23,6 +23,7 @@ Every point of the grid ends with a record.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,10 +86,15 @@ class Search:
         return out
 
     def errors(self, recs: dict[str, Record | None]) -> tuple[list[float], list[float], list[float]]:
-        """Out-of-sample relative errors, oldest launch first: throughput (full-window ok points), memory (any
-        record with a peak), screens (full-window high over the screen's high, minus 1)."""
-        tput, mem, scr = [], [], []
-        for pid, info in sorted(self.log.points.items(), key=lambda kv: kv[1].get("round", 0)):
+        """Out-of-sample relative errors, oldest launch first: throughput (the model as it is now, each full-window
+        ok point left out in turn: :func:`sweeper.search.decide.loo_errors`), memory (each record with a peak
+        against its prediction at launch: the memory model is not calibrated), screens (full-window high over the
+        screen's high, minus 1)."""
+        mem, scr = [], []
+        launched = sorted(self.log.points.items(), key=lambda kv: kv[1].get("round", 0))
+        unlogged = [p.pid for p in self.points if p.pid not in self.log.points]
+        tput = decide.loo_errors(self.points, recs, [*unlogged, *(pid for pid, _ in launched)], self.predict)
+        for pid, info in launched:
             r = recs.get(pid)
             if r is None or r.status != "ok":
                 continue
@@ -97,8 +103,6 @@ class Search:
                 mem.append(m["peak_mem_bytes"] / info["peak_bytes"] - 1)
             if r.screen:
                 continue
-            if info.get("tokens_per_s_per_device") and m.get("tokens_per_s_per_device"):
-                tput.append(m["tokens_per_s_per_device"] / info["tokens_per_s_per_device"] - 1)
             full = interval(r)
             screens = [h for h in history(self.sweep, pid) if h.screen and h.status == "ok"]
             if full and screens and (iv := interval(screens[-1])):
@@ -156,9 +160,12 @@ class Search:
         measured = [m for r in recs.values() if r is not None and (m := measured_point(r)) is not None]
         cal = decide.calibration(recs.values())
         tput_e, mem_e, scr_e = self.errors(recs)
-        mt = margin(tput_e, self.conf.throughput_margin, need=2)  # no skip on throughput before 2 errors
-        mm = margin(mem_e, self.conf.memory_margin)
-        sm = margin(scr_e, self.conf.screen_margin, need=0)  # a screen is promoted on its floor at first
+        cov = self.conf.coverage
+        mt = margin(tput_e, self.conf.throughput_margin, cov, need=2)  # no skip on throughput before 2 errors
+        mm = margin(mem_e, self.conf.memory_margin, cov)
+        sm = margin(scr_e, self.conf.screen_margin, cov, need=0)  # a screen is promoted on its floor at first
+        if self.reopen(recs, measured):
+            recs = self.records()
         promote = self.screens(recs, measured, sm)
         open_points = [p for p in self.points if recs[p.pid] is None and p.pid not in stalled | set(in_flight)]
         guesses = {p.pid: self.predict(p.spec, p.target, cal) for p in open_points}
@@ -187,6 +194,29 @@ class Search:
             self.launch(batch, screens, in_flight, preds, len(step.promote), dict(mt=mt, mm=mm, sm=sm))
         return step
 
+    def reopen(self, recs: dict[str, Record | None], measured: list[Any]) -> list[str]:
+        """Measure after all the points skipped as tied with a frontier point that a later measurement took off the
+        frontier (:func:`sweeper.search.order.surely_dominated`), unless another measured point keeps them off it
+        on the bounds they were skipped with: their ``skipped`` record is set aside (``result.<n>.json``) and they
+        are open again. Returns their point ids."""
+        out = []
+        for p in self.points:
+            r = recs[p.pid]
+            d = (r.search or {}) if r is not None and r.status == "skipped" else {}
+            if d.get("decision") not in ("predicted-dominated", "screen-dominated"):
+                continue
+            upper = d.get("upper_tokens_per_s_per_device")
+            low = d.get("mem_low_bytes") if d["decision"] == "predicted-dominated" else d.get("screen_peak_mem_bytes")
+            if upper is None or low is None or surely_dominated(float(upper), float(low), measured) is not None:
+                continue
+            self.sweep.set_aside(p.pid)
+            self.log.points.setdefault(p.pid, {})["reopened"] = len(self.log.rounds)
+            out.append(p.pid)
+        if out:
+            print(f"search=frontier: {len(out)} skipped point(s) open again (the frontier point they were tied with "
+                  f"left the frontier): {' '.join(out)}", flush=True)  # fmt: skip
+        return out
+
     def screens(self, recs: dict[str, Record | None], measured: list[Any], sm: float) -> list[Point]:
         """Decide every ``ok`` screen: the points to promote (returned); the others are skipped (recorded)."""
         promote = []
@@ -211,14 +241,15 @@ class Search:
         mode = self.conf.screen
         if mode in ("always", "never") or p.spec.timed_window <= self.conf.screen_timed_steps:
             return mode == "always" and p.spec.timed_window > self.conf.screen_timed_steps
-        step = pred.step_time_s
-        saved = None if step is None else (p.spec.timed_window - self.conf.screen_timed_steps) * step
         samples = []
         for r in recs.values():
             m = (r.metrics or {}) if r else {}
             if r is not None and r.status == "ok" and r.wall_time_s and m.get("step_time_s_median"):
                 spec = PointSpec.from_dict(r.spec)
                 samples.append((r.wall_time_s, spec.total_steps, m["step_time_s_median"]))
+        # a point the model cannot time yet (its precision's peak unmeasured): the sweep's median step instead
+        step = pred.step_time_s or (statistics.median(t for _, _, t in samples) if samples else None)
+        saved = None if step is None else (p.spec.timed_window - self.conf.screen_timed_steps) * step
         kinds = [i.get("window") for i in self.log.points.values()]
         promoted = 0  # screens measured in full since
         for pid, info in self.log.points.items():
@@ -285,8 +316,8 @@ def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]])
     (:func:`sweeper.config.compose.compose_points`), its spec, id and target (``launcher`` and ``cluster``).
 
     Raises:
-        ValueError: ``search=frontier`` with ``launcher.wait=false`` (the search must see its jobs' records), or
-            an unknown ``search.screen``.
+        ValueError: ``search=frontier`` with ``launcher.wait=false`` (the search must see its jobs' records), an
+            unknown ``search.screen``, or a ``search.coverage`` outside (0, 1).
         hydra.errors.ConfigCompositionException: an override that does not compose.
     """
     from hydra.core.utils import filter_overrides
@@ -301,6 +332,8 @@ def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]])
         raise ValueError("search=frontier needs launcher.wait=true: it decides on the records of its jobs as they end")
     if str(config.search.screen) not in ("auto", "always", "never"):
         raise ValueError(f"search.screen={config.search.screen!r}: use auto, always or never")
+    if not 0 < float(config.search.coverage) < 1:
+        raise ValueError(f"search.coverage={config.search.coverage!r}: a fraction between 0 and 1 (0.9: 90 %)")
     cluster = plain_node(config.cluster)
     out = []
     for overrides, cfg in zip(job_overrides, compose_points(config_loader, config, job_overrides), strict=True):

@@ -13,10 +13,19 @@ a throughput prediction (a CPU precision with no measured peak yet) is put in fr
 measuring it is what calibrates its precision.
 
 **Surely dominated** (:func:`surely_dominated`): a point whose throughput interval lies entirely below ``upper`` and
-whose peak memory is at least ``mem_low`` is dominated by a measured point A, under the report's rule, whatever its
-real numbers, when ``A.mem < mem_low`` and ``upper <= A.high`` (tied or slower, with more memory), or when
-``A.mem <= mem_low`` and ``A.low > upper`` (slower, with no less memory). Domination by a measured point never goes
-away as more points are measured, so such a point can be skipped for good.
+whose peak memory is at least ``mem_low`` is off the frontier, under the report's rule, whatever its real numbers,
+when a measured point A has ``A.mem <= mem_low`` and ``A.low > upper`` (slower, with no less memory: final, since
+if A itself is off the frontier, the frontier point below A that ties or beats A beats this point too), or when A
+is on the measured frontier with ``A.mem < mem_low`` and ``upper <= A.high`` (tied or slower, with more memory).
+The second holds while A stays on the frontier: a point measured later with less memory, tied with A, takes A off
+it, and the frontier point then below may be slower than this one. The search re-checks such skips after every
+measurement and measures the point when its witness is gone (:mod:`sweeper.search.driver`).
+
+**Margins** (:func:`margin`): the jackknife prediction interval (Barber, Candès, Ramdas and Tibshirani, "Predictive
+inference with the jackknife+", Ann. Statist. 49(1), 2021, section 2; split conformal prediction: Lei, G'Sell,
+Rinaldo, Tibshirani and Wasserman, "Distribution-free predictive inference for regression", JASA 113(523), 2018):
+the ⌈(n + 1) × coverage⌉-th smallest of the n absolute leave-one-out relative errors of the model on this sweep
+covers a new point's error with probability about ``coverage``.
 """
 
 from __future__ import annotations
@@ -75,7 +84,8 @@ def crowding(values: Sequence[tuple[float, float]]) -> list[float]:
 def fronts(guesses: Sequence[Guess]) -> list[list[Guess]]:
     """The predicted fronts, best first (module doc): each the frontier of what the earlier fronts left, by
     :func:`sweeper.results.frontier.pareto_frontier` on the predicted numbers; unpredictable points join front 0.
-    Each front is in crowding-distance order (largest first; ties by throughput, then point id)."""
+    Each front is in crowding-distance order (largest first; ties by throughput, unpredictable points by their
+    predicted memory, the cheapest first; then point id)."""
     unknown = [g for g in guesses if g.throughput is None or g.memory is None]
     left = [g for g in guesses if g.throughput is not None and g.memory is not None]
     out: list[list[Guess]] = []
@@ -89,8 +99,15 @@ def fronts(guesses: Sequence[Guess]) -> list[list[Guess]]:
     for front in out:
         known = [g for g in front if g.throughput is not None and g.memory is not None]
         dist = dict(zip((g.pid for g in known), crowding([(g.throughput, g.memory) for g in known]), strict=True))  # type: ignore[misc]
-        ordered.append(sorted(front, key=lambda g: (-dist.get(g.pid, math.inf), -(g.throughput or math.inf), g.pid)))
+        ordered.append(sorted(front, key=lambda g: (-dist.get(g.pid, math.inf), -(g.throughput or math.inf),
+                                                    _cost(g), g.pid)))  # fmt: skip
     return ordered
+
+
+def _cost(g: Guess) -> float:
+    """Among points the model cannot rank (no throughput yet), the cheapest to measure first: the least memory (the
+    smallest batch); any of them calibrates its precision as well. 0 for the others."""
+    return (g.memory if g.memory is not None else math.inf) if g.throughput is None else 0.0
 
 
 def front_order(guesses: Sequence[Guess]) -> list[Guess]:
@@ -98,23 +115,36 @@ def front_order(guesses: Sequence[Guess]) -> list[Guess]:
     return [g for front in fronts(guesses) for g in front]
 
 
+def on_frontier(measured: Sequence[Measured]) -> list[bool]:
+    """Which measured points are on their frontier (the report's rule, their throughput intervals)."""
+    return pareto_frontier([(a.low + a.high) / 2 for a in measured], [a.memory for a in measured],
+                           [a.low for a in measured], [a.high for a in measured])  # fmt: skip
+
+
 def surely_dominated(upper: float, mem_low: float, measured: Sequence[Measured]) -> Measured | None:
-    """The measured point that dominates, under the report's rule, any point whose throughput is at most ``upper``
-    (tokens/s per device) and whose peak is at least ``mem_low`` (bytes), or None (module doc). Among several, the
-    one with the least memory (then the fastest): the reason names the strongest witness."""
-    hits = [a for a in measured if (a.memory < mem_low and upper <= a.high) or (a.memory <= mem_low and a.low > upper)]
+    """The measured point that keeps off the frontier, under the report's rule, any point whose throughput is at
+    most ``upper`` (tokens/s per device) and whose peak is at least ``mem_low`` (bytes), or None (module doc: a
+    faster point with no more memory, or a frontier point tied with it with less memory). Among several, the one
+    with the least memory (then the fastest): the reason names the strongest witness."""
+    front = on_frontier(measured)
+    hits = [a for a, f in zip(measured, front, strict=True)
+            if (f and a.memory < mem_low and upper <= a.high) or (a.memory <= mem_low and a.low > upper)]  # fmt: skip
     return min(hits, key=lambda a: (a.memory, -a.high, a.pid)) if hits else None
 
 
-def margin(errors: Sequence[float], floor: float, recent: int = 6, need: int = 1) -> float:
-    """The relative margin to hold around a prediction: the largest absolute relative error among the ``recent``
-    latest out-of-sample errors of the model on this sweep (each point's prediction made before it was measured,
-    against its measurement), never below ``floor`` (fraction); infinite (nothing is skipped on that axis) while
-    fewer than ``need`` errors are known: without a measured error there is no margin to trust."""
-    known = [abs(e) for e in errors if math.isfinite(e)]
+def margin(errors: Sequence[float], floor: float, coverage: float = 0.9, need: int = 1) -> float:
+    """The relative margin to hold around a prediction (module doc, "Margins"): of the absolute relative errors
+    ``errors`` of the model on this sweep (each out of sample: measured / predicted − 1), the ⌈(n + 1) ×
+    ``coverage``⌉-th smallest (the largest when n is too small for that rank), never below ``floor`` (fraction);
+    infinite (nothing is skipped on that axis) while fewer than ``need`` errors are known: without a measured
+    error there is no margin to trust."""
+    known = sorted(abs(e) for e in errors if math.isfinite(e))
     if len(known) < need:
         return math.inf
-    return max([floor, *known[-recent:]])
+    if not known:
+        return floor
+    rank = min(len(known), math.ceil((len(known) + 1) * coverage))
+    return max(floor, known[rank - 1])
 
 
 def screen_pays(saved_s: float | None, overhead_s: float | None, promoted: int, screened: int) -> bool:

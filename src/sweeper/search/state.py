@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper.results.atomic import write_json_atomic
-from sweeper.results.frontier import pareto_frontier, throughput_interval
+from sweeper.results.frontier import throughput_interval
 from sweeper.results.record import Record, read_record
 from sweeper.results.sweepdir import SweepDir
-from sweeper.search.order import Measured
+from sweeper.search.order import Measured, on_frontier
 
 
 def interval(record: Record) -> tuple[float, float] | None:
@@ -57,9 +57,7 @@ def history(sweep: SweepDir, pid: str) -> list[Record]:
 def frontier_ids(measured: Iterable[Measured]) -> frozenset[str]:
     """The point ids on the frontier of the measured points (the report's rule)."""
     pts = list(measured)
-    on = pareto_frontier([(a.low + a.high) / 2 for a in pts], [a.memory for a in pts],
-                         [a.low for a in pts], [a.high for a in pts])  # fmt: skip
-    return frozenset(a.pid for a, f in zip(pts, on, strict=True) if f)
+    return frozenset(a.pid for a, f in zip(pts, on_frontier(pts), strict=True) if f)
 
 
 @dataclass
