@@ -9,12 +9,14 @@ import random
 
 from sweeper.results.frontier import pareto_frontier
 from sweeper.search.order import (
+    STANDINGS,
     Guess,
     Measured,
     crowding,
     front_order,
     fronts,
     margin,
+    margins_by_standing,
     overhead_estimate,
     screen_pays,
     surely_dominated,
@@ -155,3 +157,34 @@ def test_front_order_is_a_permutation_and_front_zero_is_the_predicted_frontier()
             for b in fa:
                 better = a.throughput >= b.throughput and a.memory <= b.memory
                 assert not (better and (a.throughput, a.memory) != (b.throughput, b.memory)), (i, j)
+
+
+def test_each_standing_of_a_prediction_gets_its_own_margin_and_none_without_two_errors():
+    """Mondrian margins: well-measured groups are not held to the errors of borrowed ones, nor the reverse; a
+    standing with fewer than two errors has no margin to trust (infinite: nothing skipped on its word)."""
+    errors = [("fitted", 0.05), ("fitted", -0.08), ("borrowed", 0.5), ("borrowed", -0.3), ("one batch size", 0.2)]
+    m = margins_by_standing(errors, 0.1)
+    assert m["fitted"] == 0.1 and m["borrowed"] == 0.5  # the floor; the largest of two
+    assert math.isinf(m["one batch size"]) and math.isinf(m["another engine"]) and math.isinf(m["none"])
+    assert m["*"] == 0.5  # pooled, for the log
+    assert set(m) == {"*", *STANDINGS}
+
+
+def test_standing_says_which_group_a_prediction_rests_on():
+    from sweeper.capacity.calibrate import fit_calibration
+    from sweeper.search.decide import standing
+    from tests.unit.specs import make_spec
+    from tests.unit.test_time_calibration import LINK, _record, _step
+
+    ddp = [make_spec(per_device_batch_size=b, ranks_per_node=2) for b in (2, 8)]
+    fsdp = make_spec(per_device_batch_size=2, ranks_per_node=2, fsdp="full_shard", gc=True)
+    cal = fit_calibration([_record(s, _step(s, 0.04, 5e9)) for s in [*ddp, fsdp]], comm=LINK)
+
+    def spec(**kw):
+        return make_spec(per_device_batch_size=4, ranks_per_node=2, **kw)
+
+    assert standing(spec(), cal) == "fitted"
+    assert standing(spec(fsdp="full_shard", gc=True), cal) == "one batch size"
+    assert standing(spec(fsdp="full_shard"), cal) == "borrowed"  # FSDP gc=true: its own family first
+    assert standing(spec(zero=2), cal) == "another engine"
+    assert standing(spec(precision="bf16"), cal) == "none" and standing(spec(), None) == "none"

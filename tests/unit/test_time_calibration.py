@@ -138,6 +138,20 @@ def test_calibration_separates_the_per_step_overhead_from_the_rate_and_fsdp_borr
     assert cal.lookup(fsdp, "cuda")[1] == 0.0  # a CPU host's overhead is not a GPU's
     bf16 = make_spec(per_device_batch_size=4, ranks_per_node=2, precision="bf16")
     assert "overall median" in cal.lookup(bf16, "cpu")[2]  # no bf16 group at all
+    assert cal.group_for(bf16) is None
+
+
+def test_a_missing_group_borrows_from_its_own_engine_family_before_another_family():
+    """An FSDP gc=true point with an FSDP gc=false group and a DDP gc=true group measured: its own family's (the
+    engine's host work is its own; gc's recomputation is in the FLOPs)."""
+    ddp_gc = [make_spec(per_device_batch_size=b, ranks_per_node=2, gc=True) for b in (2, 8)]
+    fsdp = [make_spec(per_device_batch_size=b, ranks_per_node=2, fsdp="full_shard") for b in (2, 8)]
+    cal = fit_calibration([_record(s, _step(s, 0.04, 5e9)) for s in [*ddp_gc, *fsdp]], comm=LINK)
+    fsdp_gc = make_spec(per_device_batch_size=4, ranks_per_node=2, fsdp="full_shard", gc=True)
+    assert cal.group_for(fsdp_gc) == group_key("fsdp", False, "fp32")
+    assert "borrowed (no fsdp=<strategy> zero=0 gc=true precision=fp32 (FSDP) point)" in cal.lookup(fsdp_gc, "cpu")[2]
+    zero_gc = make_spec(per_device_batch_size=4, ranks_per_node=2, zero=2, gc=True)
+    assert cal.group_for(zero_gc) == group_key("ddp", True, "fp32")  # no ZeRO group: the same gc, DDP first
 
 
 def test_a_group_with_one_batch_size_borrows_the_overhead_of_the_groups_fitted_on_two():

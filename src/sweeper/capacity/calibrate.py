@@ -22,9 +22,11 @@ and the group's parameters come from those points:
 Precision is part of the group because a CPU's measured matmul peak is not what its training reaches in that dtype:
 here the bf16 peak is 4.6 × the fp32 one (AVX-512 BF16) while bf16 autocast steps are slower than fp32 ones (the
 casts and elementwise ops dominate a small model). A point is predicted with its own group's numbers, else the
-closest group (:func:`Calibration.lookup`: the same gc and precision in another family, DDP first; then the same
-family and precision; then any group of that precision), else the overall median, else ``plan.efficiency``;
-``efficiency_source`` says which. The overhead is used only on the device type it was measured on.
+closest group (:func:`Calibration.group_for`: the same family and precision with the other gc; then the same gc
+and precision in another family, DDP first; then any group of that precision), else the overall median, else
+``plan.efficiency``; ``efficiency_source`` says which. The family comes before gc because an engine's host work is
+its own (on the CPU benchmark grid a DDP bf16 point borrowed from a ZeRO-2 bf16 point came out 53 % too slow, while
+gc's recomputation is in the FLOPs already). The overhead is used only on the device type it was measured on.
 """
 
 from __future__ import annotations
@@ -118,20 +120,26 @@ class Calibration:
     peaks: dict[str, tuple[float, str]] = field(default_factory=dict)
     where: str = ""
 
+    def group_for(self, spec: PointSpec) -> str | None:
+        """The key of the group ``spec`` is predicted with (its own, else the closest: module doc's order), or None
+        (the overall median)."""
+        fam, gc, prec = family(spec), spec.gc, spec.precision
+        others = [f for f in FAMILIES if f != fam]
+        order = [(fam, gc, prec), (fam, not gc, prec), *[(f, gc, prec) for f in others]]
+        order += [(f, not gc, prec) for f in others]
+        return next((k for f, g, p in order if (k := group_key(f, g, p)) in self.groups), None)
+
     def lookup(self, spec: PointSpec, device_type: str) -> tuple[float, float, str]:
         """``(efficiency, overhead_s, efficiency_source)`` for ``spec`` on ``device_type`` (module doc's order)."""
         fam, gc, prec = family(spec), spec.gc, spec.precision
-        others = [f for f in FAMILIES if f != fam]
-        order = [(fam, gc, prec), *[(f, gc, prec) for f in others], (fam, not gc, prec)]
-        order += [(f, not gc, prec) for f in others]
+        key = self.group_for(spec)
         where = f" of {self.where}" if self.where else ""
-        for i, (f, g, p) in enumerate(order):
-            grp = self.groups.get(group_key(f, g, p))
-            if grp is None:
-                continue
+        if key is not None:
+            grp = self.groups[key]
+            own = key == group_key(fam, gc, prec)
             overhead = grp.overhead_s if device_type == self.device_type else 0.0
-            how = "calibrated" if i == 0 else f"calibrated, borrowed (no {group_label(group_key(fam, gc, prec))} point)"
-            src = f"{how} on {grp.n} {group_label(group_key(f, g, p))} point(s){where}, {grp.fitted}"
+            how = "calibrated" if own else f"calibrated, borrowed (no {group_label(group_key(fam, gc, prec))} point)"
+            src = f"{how} on {grp.n} {group_label(key)} point(s){where}, {grp.fitted}"
             return grp.efficiency, overhead, src
         return self.efficiency, 0.0, f"calibrated: the overall median of {self.n} point(s){where} (no {prec} group)"
 

@@ -44,14 +44,31 @@ def guess(spec: PointSpec, target: Target, cal: Calibration | None) -> Predictio
         return Prediction(note=f"no prediction: {type(e).__name__}: {e}")
 
 
+def standing(spec: PointSpec, cal: Calibration | None) -> str:
+    """How well ``cal`` knows the group ``spec`` is predicted with (:data:`sweeper.search.order.STANDINGS`):
+    ``fitted`` (its own group, measured at two or more FLOP counts: overhead and rate both fitted), ``one batch
+    size`` (its own group at one FLOP count: the rate on a borrowed overhead), ``borrowed`` (another group of its
+    engine family), ``another engine`` (a group of another engine family, whose host work differs), ``none`` (no
+    group: the overall median, or no calibration)."""
+    from sweeper.capacity.calibrate import family, group_key
+
+    key = cal.group_for(spec) if cal is not None else None
+    if key is None or cal is None:
+        return "none"
+    if key == group_key(family(spec), spec.gc, spec.precision):
+        return "fitted" if cal.groups[key].fitted in ("overhead + rate", "rate (no overhead)") else "one batch size"
+    return "borrowed" if key.split(" ")[0] == family(spec) else "another engine"
+
+
 def loo_errors(
     points: list[Point], recs: dict[str, Record | None], order: list[str], predict: Any = None, last: int = 20
-) -> list[float]:
-    """The model's leave-one-out relative throughput errors on this sweep (measured / predicted − 1): each of the
-    ``last`` latest points measured over their full window (``order``: point ids by launch, oldest first) predicted
-    by ``predict`` (``(spec, target, calibration)``: :func:`guess` by default) calibrated on every other ``ok``
-    record (:func:`calibration`), as it would have been predicted had it not been measured. Oldest first. ``last``
-    bounds the refits per decision (each refit reads every record)."""
+) -> list[tuple[str, float]]:
+    """The model's leave-one-out relative throughput errors on this sweep (measured / predicted − 1), each with the
+    :func:`standing` of the point's group in that refit: each of the ``last`` latest points measured over their full
+    window (``order``: point ids by launch, oldest first) predicted by ``predict`` (``(spec, target,
+    calibration)``: :func:`guess` by default) calibrated on every other ``ok`` record (:func:`calibration`), as it
+    would have been predicted had it not been measured. Oldest first. ``last`` bounds the refits per decision (each
+    refit reads every record)."""
     predict = predict or guess
     ok = {pid: r for pid, r in recs.items() if r is not None and r.status == "ok"}
     by_id = {p.pid: p for p in points}
@@ -60,9 +77,10 @@ def loo_errors(
     out = []
     for pid in full[-last:]:
         p = by_id[pid]
-        pred = predict(p.spec, p.target, calibration(r for q, r in ok.items() if q != pid)).tokens_per_s_per_device
+        cal = calibration(r for q, r in ok.items() if q != pid)
+        pred = predict(p.spec, p.target, cal).tokens_per_s_per_device
         if pred:
-            out.append(ok[pid].metrics["tokens_per_s_per_device"] / pred - 1)  # type: ignore[index]
+            out.append((standing(p.spec, cal), ok[pid].metrics["tokens_per_s_per_device"] / pred - 1))  # type: ignore[index]
     return out
 
 

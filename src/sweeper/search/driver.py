@@ -36,7 +36,15 @@ from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.search import decide
 from sweeper.search.jobs import Jobs, Launched
-from sweeper.search.order import Guess, front_order, margin, overhead_estimate, screen_pays, surely_dominated
+from sweeper.search.order import (
+    Guess,
+    front_order,
+    margin,
+    margins_by_standing,
+    overhead_estimate,
+    screen_pays,
+    surely_dominated,
+)
 from sweeper.search.schedule import Step, next_step, unchanged_streak
 from sweeper.search.state import Log, frontier_ids, history, interval, measured_point
 
@@ -161,7 +169,7 @@ class Search:
         cal = decide.calibration(recs.values())
         tput_e, mem_e, scr_e = self.errors(recs)
         cov = self.conf.coverage
-        mt = margin(tput_e, self.conf.throughput_margin, cov, need=2)  # no skip on throughput before 2 errors
+        mts = margins_by_standing(tput_e, self.conf.throughput_margin, cov)  # nothing skipped before 2 errors
         mm = margin(mem_e, self.conf.memory_margin, cov)
         sm = margin(scr_e, self.conf.screen_margin, cov, need=0)  # a screen is promoted on its floor at first
         if self.reopen(recs, measured):
@@ -169,8 +177,9 @@ class Search:
         promote = self.screens(recs, measured, sm)
         open_points = [p for p in self.points if recs[p.pid] is None and p.pid not in stalled | set(in_flight)]
         guesses = {p.pid: self.predict(p.spec, p.target, cal) for p in open_points}
-        left = [p for p in open_points if decide.skip_predicted(self.sweep, p, guesses[p.pid], measured, mt, mm)
-                is None]  # fmt: skip
+        mt = {p.pid: mts[decide.standing(p.spec, cal)] for p in open_points}
+        left = [p for p in open_points if decide.skip_predicted(self.sweep, p, guesses[p.pid], measured, mt[p.pid],
+                                                                mm) is None]  # fmt: skip
         if open_points and not left:
             self.stop = "no unmeasured point is predicted non-dominated (with margin)"
         patience = self.conf.patience
@@ -191,7 +200,16 @@ class Search:
                 bool(measured) and self.screen(self.by_id[pid], guesses[pid], recs) for pid in step.start
             ]
             preds = {pid: guesses[pid] for pid in step.start}
-            self.launch(batch, screens, in_flight, preds, len(step.promote), dict(mt=mt, mm=mm, sm=sm))
+            by_standing = {k: v for k, v in mts.items() if k != "*"}
+            margins = dict(mt=mts["*"], mt_by_standing=by_standing, mm=mm, sm=sm)
+            self.launch(
+                batch,
+                screens,
+                in_flight,
+                preds,
+                len(step.promote),
+                margins,
+            )
         return step
 
     def reopen(self, recs: dict[str, Record | None], measured: list[Any]) -> list[str]:

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 
 from sweeper.results.frontier import pareto_frontier
 
+#: How well a calibration knows a point's own group (:func:`sweeper.search.decide.standing`), best first.
+STANDINGS = ("fitted", "one batch size", "borrowed", "another engine", "none")
+
 
 @dataclass(frozen=True)
 class Guess:
@@ -145,6 +148,22 @@ def margin(errors: Sequence[float], floor: float, coverage: float = 0.9, need: i
         return floor
     rank = min(len(known), math.ceil((len(known) + 1) * coverage))
     return max(floor, known[rank - 1])
+
+
+def margins_by_standing(
+    errors: Sequence[tuple[str, float]], floor: float, coverage: float = 0.9, need: int = 2
+) -> dict[str, float]:
+    """One throughput margin per standing of a prediction's calibration group (``fitted``, ``one batch size``,
+    ``borrowed``: :func:`sweeper.search.decide.standing`), each :func:`margin` of the errors made at that standing
+    (Mondrian conformal prediction: Vovk, Gammerman and Shafer, "Algorithmic Learning in a Random World", 2005,
+    section 4.5: the coverage holds within each category), so a point whose group is well measured is not held to
+    the error of points whose group is not, nor the reverse. A standing with fewer than ``need`` errors has no
+    margin to trust: infinite (its points are not skipped on throughput). ``"*"`` holds the pooled margin (logged)."""
+    by: dict[str, list[float]] = {}
+    for k, e in errors:
+        by.setdefault(k, []).append(e)
+    pooled = margin([e for _, e in errors], floor, coverage, need)
+    return {"*": pooled, **{k: margin(by.get(k, []), floor, coverage, need) for k in STANDINGS}}
 
 
 def screen_pays(saved_s: float | None, overhead_s: float | None, promoted: int, screened: int) -> bool:
