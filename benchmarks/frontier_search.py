@@ -1,11 +1,16 @@
 """``search=frontier`` against the full grid, side by side: does the search recover the full grid's frontier, and at
 what share of the point-seconds? (issue 21)
 
-Grid (24 points, 2 real gloo ranks, the tiny model): fsdp {none, full_shard, shard_grad_op} x gc {off, on} x
-precision {fp32, bf16} x per_device_batch_size {2, 8}, run through the product (``python -m sweeper -m ...``) both
-ways in each repeat, the order of the two alternating between repeats (the machine is shared: neither always runs
-first). Each repeat uses a fresh ``SWEEPER_CACHE_DIR`` shared by its two sweeps (the matmul peaks and gloo's cost are
-measured once per repeat, by whichever runs first).
+Grid: ``benchmarks/plan_time.py``'s, the grid on which the time model's ranking is benchmarked (the search stands
+on that ranking): zero {0, 2} x fsdp {none, full_shard} x gc {off, on} x precision {fp32, bf16} x
+per_device_batch_size {2, 8} on the tiny model, 2 real gloo ranks: 32 points, of which the 8 with both ZeRO-2 and
+FSDP are refused by the gate before anything runs (``invalid``, no cost), so 24 measured ones: DDP, FSDP and
+DeepSpeed ZeRO-2. Run through the product (``python -m sweeper -m ...``) both ways in each repeat, the order of the
+two alternating between repeats (the machine is shared: neither always runs first). Each repeat uses a fresh
+``SWEEPER_CACHE_DIR`` shared by its two sweeps (the matmul peaks, gloo's cost and the ZeRO probe are measured once
+per repeat, by whichever runs first). Until 2026-12-05 the grid was fsdp {none, full_shard, shard_grad_op} x gc x
+precision x batch {2, 8}: on 2 CPU ranks full_shard and shard_grad_op run within a few % of each other, so most of
+its points were tied with a frontier point and no search could skip them (``benchmarks/README.md``).
 
 Printed per repeat: both frontiers (point ids and axes), the frontier-recovery rate, the point-seconds each way
 (every record's ``wall_time_s``, set-aside screens included) and their ratio, the load average.
@@ -16,7 +21,7 @@ throughput intervals overlap on the same memory, so the measurement cannot tell 
 
 Goal (issue 21, "Done when"): recovery 100 % in every repeat with at most half the point-seconds.
 
-    python benchmarks/frontier_search.py                 # 2 repeats (about 12 min each on 2 loaded cores)
+    python benchmarks/frontier_search.py                 # 2 repeats (about 5 min each on 2 quiet cores)
     python benchmarks/frontier_search.py --repeats 3
     python benchmarks/frontier_search.py --reuse GRID_DIR SEARCH_DIR [GRID_DIR SEARCH_DIR ...]
 """
@@ -31,14 +36,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-GRID = [
-    "fsdp=none,full_shard,shard_grad_op",
-    "gc=false,true",
-    "precision=fp32,bf16",
-    "per_device_batch_size=2,8",
-]
-STEPS = ["warmup_steps=2", "timed_steps=8", "memory_steps=1", "profile_steps=0", "profile_trace=false", "wandb=off"]
-AXES = ["fsdp", "gc", "precision", "per_device_batch_size"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from plan_time import GRID, STEPS  # one definition of the benchmark grid
+
+AXES = ["zero", "fsdp", "gc", "precision", "per_device_batch_size"]
 
 
 def _sweep(out: Path, cache: Path, search: bool) -> Path:

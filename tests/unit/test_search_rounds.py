@@ -205,3 +205,19 @@ def test_a_point_the_model_cannot_time_is_screened_only_when_the_sweeps_own_step
         sweep.set_aside(a.pid)
         sweep.write_record(Record.from_dict({**record.to_dict(), "wall_time_s": steps * 1.0 + start_up}))
         assert search.screen(b, unknown, search.records()) is screened, start_up
+
+
+def test_a_point_the_gate_refuses_is_recorded_as_refused_and_never_predicted_or_launched(tmp_path: Path):
+    """ZeRO-2 with FSDP cannot run: the search records it ``invalid`` (the gate's reason), as a grid would, before
+    predicting anything, so it is never ``skipped`` as predicted dominated (on 2026-12-05 five such points of the
+    benchmark grid were, the gate refusing only the three the search launched)."""
+    pts = _points(2, batch_size=1)
+    spec = make_spec(per_device_batch_size=2, zero=2, fsdp="full_shard", search={"name": "frontier", "screen": "never"})
+    bad = Point(["zero=2", "fsdp=full_shard"], spec, point_id(spec), target_for(spec, "local", None))
+    a, b = pts
+    truth = {a.pid: (100.0, 1.0), b.pid: (50.0, 0.5), bad.pid: (1.0, 9.0)}  # predicted slow and big: dominated
+    _, launcher = _run(tmp_path, [*pts, bad], truth, truth)
+    assert bad.pid not in {pid for pid, _ in launcher.jobs}
+    rec = SweepDir(tmp_path).read_record(bad.pid)
+    assert rec.status == "invalid" and "zero" in rec.reason and "fsdp" in rec.reason, rec.reason
+    assert json.loads((tmp_path / "search.json").read_text())["cost"]["skipped"] == 0

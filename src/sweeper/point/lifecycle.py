@@ -206,7 +206,7 @@ def begin_many(
                 check(spec, target)
                 gated.append(i)
             except InvalidPoint as e:
-                found = _refuse(sweep, spec, overrides, target, e)
+                found = refuse(sweep, spec, overrides, target, e)
         out.append(found)
     # the pre-flight's worker answers on a thread (it may still be importing the libraries) while the new points'
     # spec.json files are written (folders.write_new_specs); a refused point's is removed again
@@ -221,7 +221,7 @@ def begin_many(
         if refused is not None:
             if prepared.pdir in written:
                 unwrite_spec(prepared.pdir)
-            out[i] = _refuse(sweep, spec, overrides, target, refused)
+            out[i] = refuse(sweep, spec, overrides, target, refused)
         else:
             out[i] = prepared
             ready.append(prepared)
@@ -261,7 +261,7 @@ def _settled(
     return None
 
 
-def _refuse(sweep: SweepDir, spec: PointSpec, overrides: list[str], target: Target, err: InvalidPoint) -> Record:
+def refuse(sweep: SweepDir, spec: PointSpec, overrides: list[str], target: Target, err: InvalidPoint) -> Record:
     """Write and return the refusal record of a point the gate or the pre-flight refused (step 4 of :func:`begin`)."""
     base = _base(sweep, identity_of(spec), overrides, spec, None)
     return write(sweep, refusal_record(base, err, predicted_for(spec, target)))

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sweeper.capacity.calibrate import Calibration, fit_calibration
 from sweeper.capacity.predict import Prediction, predict
 from sweeper.config.spec import PointSpec
 from sweeper.config.target import Target
-from sweeper.point.lifecycle import Prepared, predicted_for, write
+from sweeper.point.gate import InvalidPoint, check
+from sweeper.point.lifecycle import Prepared, predicted_for, refuse, write
+from sweeper.point.preflight import refusals
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.search.order import Measured, overhead_estimate
@@ -90,6 +92,26 @@ def _tps(x: float) -> str:
 
 def _bytes(x: float) -> str:
     return f"{int(x):,} bytes"
+
+
+def refuse_many(points: Sequence[tuple[PointSpec, list[str], Target]], sweep: SweepDir) -> list[Record | None]:
+    """Step 4 of :func:`sweeper.point.lifecycle.begin` alone, for points that have no final record yet (the search
+    does it before it predicts any: a configuration that cannot run is recorded as refused, never skipped for being
+    slow): the gate, then the pre-flight together for the points the gate passed. Each refused point's record is
+    written as ``begin`` writes it and returned; None for a point that passes (nothing written for it)."""
+    sweep = sweep.resolved()
+    out: list[Record | None] = [None] * len(points)
+    gated = []
+    for i, (spec, overrides, target) in enumerate(points):
+        try:
+            check(spec, target)
+            gated.append(i)
+        except InvalidPoint as e:
+            out[i] = refuse(sweep, spec, overrides, target, e)
+    for i, refused in zip(gated, refusals([(points[i][0], points[i][2]) for i in gated]), strict=True):
+        if refused is not None:
+            out[i] = refuse(sweep, points[i][0], points[i][1], points[i][2], refused)
+    return out
 
 
 def write_skipped(sweep: SweepDir, p: Point, reason: str, detail: dict[str, Any]) -> Record:

@@ -129,6 +129,7 @@ class Search:
         if in_flight:
             print(f"search=frontier: {len(in_flight)} job(s) of an earlier run still queued or running, waited for: "
                   f"{' '.join(sorted(in_flight))}", flush=True)  # fmt: skip
+        self.refuse([p for p in self.points if recs[p.pid] is None and p.pid not in in_flight])
         stalled: set[str] = set()  # a job ended without a final record: never submitted again by this search
         self.front = frontier_ids(m for r in recs.values() if r is not None and (m := measured_point(r)) is not None)
         while True:
@@ -148,6 +149,15 @@ class Search:
         self.log.write(self.sweep)
         print(f"search=frontier: stopped: {self.log.stop}; {decide.cost_line(self.log.cost)}", flush=True)
         return self.jobs.returns
+
+    def refuse(self, todo: list[Point]) -> None:
+        """Before anything is predicted: the points of ``todo`` (no record, no job running) that the gate or the
+        pre-flight refuses get their refusal record (``invalid``, ``unsupported``, ``pruned``), as a grid would
+        record them, and are never predicted, skipped or launched (:func:`sweeper.search.decide.refuse_many`)."""
+        refused = decide.refuse_many([(p.spec, p.overrides, p.target) for p in todo], self.sweep)
+        if any(r is not None for r in refused):
+            print(f"search=frontier: {sum(r is not None for r in refused)} point(s) refused before anything runs "
+                  "(their records say why)", flush=True)  # fmt: skip
 
     def settle(self, recs: dict[str, Record | None], in_flight: dict[str, str]) -> None:
         """Take the jobs that ended (their point has a final record) out of ``in_flight``, and count the full
