@@ -93,7 +93,7 @@ class Search:
             out[p.pid] = self.sweep.read_record(p.pid) if status else None
         return out
 
-    def errors(self, recs: dict[str, Record | None]) -> tuple[list[float], list[float], list[float]]:
+    def errors(self, recs: dict[str, Record | None]) -> tuple[list[tuple[str, float]], list[float], list[float]]:
         """Out-of-sample relative errors, oldest launch first: throughput (the model as it is now, each full-window
         ok point left out in turn: :func:`sweeper.search.decide.loo_errors`), memory (each record with a peak
         against its prediction at launch: the memory model is not calibrated), screens (full-window high over the
@@ -297,7 +297,7 @@ class Search:
         in_flight: dict[str, str],
         preds: dict[str, Any],
         promoted: int,
-        margins: dict[str, float],
+        margins: dict[str, Any],
     ) -> None:
         """Log one submission in ``search.json`` (the predictions its new points are launched on, the jobs already
         in flight, the time), submit it, and add its points to ``in_flight`` (point id -> window)."""
