@@ -88,3 +88,21 @@ def test_a_killed_search_resumes_and_ends_with_a_final_full_window_record_for_ev
     assert log["rounds"][0]["screens"] == 0  # nothing measured in full yet: a screen could only be promoted
     report = sweep.report_md.read_text()
     assert report.splitlines()[2].startswith("**Frontier search** (`search=frontier`")
+
+
+def test_a_search_finds_the_records_of_points_whose_entries_the_libraries_resolve_away(tmp_path: Path):
+    """``+model.config.rope_theta=10000.0`` restates Llama's default: the lifecycle writes the point's records under
+    the id without it (``identity_of``), and the search must look for them there. With the spec's own id it found no
+    record for its jobs, and ended without deciding the points."""
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", "per_device_batch_size=2,4", "+model.config.rope_theta=10000.0", "search=frontier",
+            "warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false", "wandb=off",
+            f"hydra.sweep.dir={sweep_dir}"]  # fmt: skip
+    run = run_sweeper(args, tmp_path)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    sweep = SweepDir(sweep_dir)
+    records = {p.parent.name: read_record(p) for p in (sweep_dir / "points").glob("*/result.json")}
+    assert len(records) == 2 and all(r.status == "ok" for r in records.values()), records
+    log = json.loads(sweep.search_file.read_text())
+    assert set(log["points"]) == set(records)  # the search's ids are the records' folders
+    assert log["cost"]["measured_full"] == 2

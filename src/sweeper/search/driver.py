@@ -341,7 +341,8 @@ def run_search(points: list[Point], sweep_dir: str | Path, jobs: Jobs | Callable
 
 def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]]) -> list[Point]:
     """Every point of the grid as a :class:`Point`: composed and validated as the basic sweeper does
-    (:func:`sweeper.config.compose.compose_points`), its spec, id and target (``launcher`` and ``cluster``).
+    (:func:`sweeper.config.compose.compose_points`), its spec, id (:func:`sweeper.point.lifecycle.identity_of`: the
+    id its records are written under) and target (``launcher`` and ``cluster``).
 
     Raises:
         ValueError: ``search=frontier`` with ``launcher.wait=false`` (the search must see its jobs' records), an
@@ -352,8 +353,8 @@ def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]])
 
     from sweeper.config.compose import compose_points, plain_node
     from sweeper.config.spec import from_config
-    from sweeper.point.identity import point_id
-    from sweeper.point.lifecycle import target_for
+    from sweeper.point import preflight
+    from sweeper.point.lifecycle import identity_of, target_for
 
     launcher = str(config.launcher.name)
     if launcher != "local" and not config.launcher.wait:
@@ -363,8 +364,12 @@ def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]])
     if not 0 < float(config.search.coverage) < 1:
         raise ValueError(f"search.coverage={config.search.coverage!r}: a fraction between 0 and 1 (0.9: 90 %)")
     cluster = plain_node(config.cluster)
-    out = []
-    for overrides, cfg in zip(job_overrides, compose_points(config_loader, config, job_overrides), strict=True):
-        spec = from_config(cfg)
-        out.append(Point(list(filter_overrides(overrides)), spec, point_id(spec), target_for(spec, launcher, cluster)))
-    return out
+    specs = [from_config(cfg) for cfg in compose_points(config_loader, config, job_overrides)]
+    targets = [target_for(spec, launcher, cluster) for spec in specs]
+    # a point's id is the lifecycle's (identity_of: without the entries the libraries resolve away), the folder its
+    # records are written to; the libraries are asked in one go for the points that may restate something
+    preflight.refusals([(s, t) for s, t in zip(specs, targets, strict=True) if preflight.may_restate(s)])
+    return [
+        Point(list(filter_overrides(overrides)), spec, identity_of(spec, target), target)
+        for overrides, spec, target in zip(job_overrides, specs, targets, strict=True)
+    ]
