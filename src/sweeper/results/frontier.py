@@ -33,8 +33,8 @@ domination is transitive and the two readings agree: this is then the classic ru
 memory and strictly better in one.
 
 The medians never decide between tied points: of two points whose intervals overlap, the one with more memory is
-never on the frontier while the other is (with the same memory both are, or neither); the only tie-break is memory,
-which does not change between runs. A sweep with at least one valid point has a non-empty frontier (the fastest
+never on the frontier while the other is (with the same memory neither dominates the other); the only tie-break is
+memory, which does not change between runs. A sweep with at least one valid point has a non-empty frontier (the fastest
 interval among the least-memory points is never dominated).
 
 A point with a missing or non-finite throughput or memory (None, NaN, inf) is never on the frontier, never
