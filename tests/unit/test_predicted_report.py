@@ -234,6 +234,12 @@ def test_terminal_summary_states_the_error_and_the_pruned_points():
     assert lines[0].startswith("Predicted vs measured: peak memory: median |error| 17.5 %")
     assert lines[-1].startswith("Pruned: 1 point(s) predicted not to fit")
     assert summary_lines(records_to_frame([ok("aaaa00000009", 1, 1.0, 1, None)]), []) == []
+    # a frontier search's skipped points are not pruned ones (a newcomer read "Pruned: 13 point(s) predicted not to
+    # fit" at the end of a CPU search that pruned nothing): the search's own cost line says them
+    skipped = [r.to_dict() for r in recs if r.status == "pruned"]
+    as_skipped = [Record.from_dict({**d, "status": "skipped"}) for d in skipped]
+    rest = [r for r in recs if r.status != "pruned"]
+    assert not any(ln.startswith("Pruned") for ln in summary_lines(records_to_frame(rest + as_skipped), rest))
 
 
 def test_the_calibration_line_gives_the_efficiency_its_spread_and_peak_source_and_the_reuse_command():

@@ -220,4 +220,8 @@ def test_a_point_the_gate_refuses_is_recorded_as_refused_and_never_predicted_or_
     assert bad.pid not in {pid for pid, _ in launcher.jobs}
     rec = SweepDir(tmp_path).read_record(bad.pid)
     assert rec.status == "invalid" and "zero" in rec.reason and "fsdp" in rec.reason, rec.reason
-    assert json.loads((tmp_path / "search.json").read_text())["cost"]["skipped"] == 0
+    cost = json.loads((tmp_path / "search.json").read_text())["cost"]
+    assert cost["skipped"] == 0 and cost["refused"] == 1 and cost["measured_full"] == 2
+    from sweeper.search.decide import cost_line
+
+    assert "(0 screened first, 0 skipped, 1 refused before launch)" in cost_line(cost)  # every point said

@@ -212,7 +212,8 @@ def summary_lines(df: pd.DataFrame, records: Sequence[Record]) -> list[str]:
             )
         if cal:
             lines.append(cal)
-    n_pruned = len(pruned_rows(df))
+    # the search's skipped points are listed apart too, but said by its own cost line: "pruned" is prune=true's
+    n_pruned = int(df["status"].eq("pruned").sum()) if len(df) else 0
     if n_pruned:
         lines.append(f"Pruned: {n_pruned:,} point(s) predicted not to fit were not launched (see the report)")
     return lines

@@ -145,7 +145,7 @@ def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None)
         out["MFU peak (TFLOP/s)"] = [num(v, 1e12, 3) for v in ok["mfu_peak_flop_per_s"]]
     out["peak mem kind"] = [text(v) for v in ok["peak_mem_kind"]]
     if "frontier_tie_with" in ok.columns and ok["frontier_tie_with"].notna().any():
-        out["tied on tokens/s with"] = [text(v) for v in ok["frontier_tie_with"]]  # a frontier row's ties
+        out["tied on tokens/s with (frontier rows)"] = [text(v) for v in ok["frontier_tie_with"]]
     name, scale = unit or mem_unit(df)
     if _any(ok, "predicted_peak_bytes"):
         out[f"predicted peak ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]

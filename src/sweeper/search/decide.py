@@ -27,6 +27,8 @@ from sweeper.search.state import history
 if TYPE_CHECKING:
     from sweeper.search.driver import Point
 
+#: The statuses of a point refused before launch (the gate, the pre-flight, ``prune``): no point-seconds.
+REFUSED = ("invalid", "unsupported", "pruned")
 #: Prefix of every reason the search writes.
 BY = "skipped by search=frontier"
 
@@ -192,7 +194,8 @@ def skip_stopped(sweep: SweepDir, p: Point, pred: Prediction, patience: int) -> 
 def cost(sweep: SweepDir, points: list[Point], recs: dict[str, Record | None], cal: Calibration | None) -> dict:
     """The search's cost figures: ``point_seconds`` (every record's ``wall_time_s``, screens set aside included),
     ``model_grid_point_seconds`` (every point of the grid by the model: the per-point overhead measured on this
-    sweep plus its steps x its predicted step time), counts of points measured in full, screened and skipped."""
+    sweep plus its steps x its predicted step time), counts of points measured in full, screened, skipped and
+    refused before launch (:data:`REFUSED`)."""
     spent, samples, screened, steps = 0.0, [], 0, {}
     for p in points:
         r = recs.get(p.pid)
@@ -208,9 +211,11 @@ def cost(sweep: SweepDir, points: list[Point], recs: dict[str, Record | None], c
     typical = statistics.median(steps.values()) if steps else 0.0
     model = sum(overhead + p.spec.total_steps * steps.get(p.pid, typical) for p in points)
     skipped = sum(1 for r in recs.values() if r is not None and r.status == "skipped")
+    refused = sum(1 for r in recs.values() if r is not None and r.status in REFUSED)
     full = sum(1 for r in recs.values() if r is not None and r.status != "skipped" and r.wall_time_s is not None)
     return {"grid_points": len(points), "measured_full": full, "screened": screened, "skipped": skipped,
-            "point_seconds": spent, "model_grid_point_seconds": model, "overhead_s": overhead}  # fmt: skip
+            "refused": refused, "point_seconds": spent, "model_grid_point_seconds": model,
+            "overhead_s": overhead}  # fmt: skip
 
 
 def cost_line(c: dict[str, Any]) -> str:
@@ -219,6 +224,7 @@ def cost_line(c: dict[str, Any]) -> str:
         return "no cost figures"
     model = c.get("model_grid_point_seconds") or 0.0
     ratio = f" ({c['point_seconds'] / model:.0%} of it)" if model else ""
+    refused = f", {c['refused']} refused before launch" if c.get("refused") else ""
     return (f"ran {c['measured_full']} of {c['grid_points']} point(s) to a final record ({c['screened']} screened "
-            f"first, {c['skipped']} skipped) in {c['point_seconds']:,.0f} point-seconds; the full grid would have "
-            f"cost {model:,.0f} point-seconds by the model{ratio}")  # fmt: skip
+            f"first, {c['skipped']} skipped{refused}) in {c['point_seconds']:,.0f} point-seconds; the full grid "
+            f"would have cost {model:,.0f} point-seconds by the model{ratio}")  # fmt: skip
