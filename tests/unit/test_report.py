@@ -504,10 +504,11 @@ def test_point_labels_stay_inside_the_plot():
 def test_frontier_footnote_gives_the_full_definition(sweep: Path):
     text = read_md(build_report(sweep))
     assert (
-        "★ = on the Pareto frontier: no other ok point is faster (its tokens/s per device range, from the 95 % "
-        "confidence interval of its median step time, p10-p90 for records without one, lies entirely above this "
-        "one's) with no more peak memory, or tied (the ranges overlap) with strictly less peak memory; tied points "
-        "with equal memory are both on the frontier (docs/report.md)."
+        "★ = on the Pareto frontier: built from the least peak memory up, a point is on it unless a frontier point "
+        "with less peak memory is faster (its tokens/s per device range, from the 95 % confidence interval of its "
+        "median step time, p10-p90 for records without one, lies entirely above this one's) or tied with it (the "
+        "ranges overlap), or an ok point with the same peak memory is faster; a point dominated only by points off "
+        "the frontier stays on it (docs/report.md)."
     ) in text
 
 

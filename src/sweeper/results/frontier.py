@@ -117,7 +117,7 @@ def pareto_frontier(
     pts = _intervals(throughput, memory, low, high)
     valid = sorted((p[2], i) for i, p in enumerate(pts) if p is not None)
     on = [False] * len(pts)
-    best_high_below = -math.inf  # the largest interval top among points with strictly less memory
+    best_high_below = -math.inf  # the largest interval top among the frontier points with strictly less memory
     k = 0
     while k < len(valid):
         mem = valid[k][0]
