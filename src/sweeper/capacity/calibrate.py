@@ -26,7 +26,9 @@ closest group (:func:`Calibration.group_for`: the same family and precision with
 and precision in another family, DDP first; then any group of that precision), else the overall median, else
 ``plan.efficiency``; ``efficiency_source`` says which. The family comes before gc because an engine's host work is
 its own (on the CPU benchmark grid a DDP bf16 point borrowed from a ZeRO-2 bf16 point came out 53 % too slow, while
-gc's recomputation is in the FLOPs already). The overhead is used only on the device type it was measured on.
+gc's recomputation is in the FLOPs already; ``benchmarks/calibration_loo.py`` measures both orders side by side: with
+a whole group left out, p90 error 22 % against 37 % on a grid with ZeRO-2, 20 % against 18 % on grids of DDP and
+FSDP alone). The overhead is used only on the device type it was measured on.
 """
 
 from __future__ import annotations
