@@ -5,9 +5,10 @@ and would it have found that grid's frontier, with no second measurement in betw
 decisions with the run-to-run noise of every point. This replay isolates the decisions: the real search
 (:class:`sweeper.search.driver.Search`, the real time model, calibration and margins) runs over the grid's points,
 and each job it submits is answered with the grid's own record of that point (copied into a fresh sweep
-directory). A screen job is answered with the grid record cut to its first ``search.screen_timed_steps`` timed
-steps (their median and [min, max] as the interval, the wall time less the timed steps left out); its promotion
-with the full record.
+directory). Each point runs with today's ``search=frontier`` defaults (:class:`sweeper.config.sections.SearchConfig`),
+not the ``search.*`` keys the grid recorded (budgets, not identity). A screen job is answered with the grid record
+cut to its first ``search.screen_timed_steps`` timed steps (their median and [min, max] as the interval, the wall
+time less the timed steps left out); its promotion with the full record.
 
 Printed per grid: the grid's frontier and the search's (the report's rule, ties counted as in
 ``frontier_search.py``), the points run, and the point-seconds (the grid's own ``wall_time_s`` of each point run)
@@ -22,6 +23,7 @@ against the whole grid's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -90,6 +92,7 @@ def screen_of(record: dict[str, Any]) -> dict[str, Any]:
 
 def replay(grid: Path) -> tuple[float, float, int]:
     """Run the search over ``grid``'s records; print it; return (recovery, point-seconds ratio, points run)."""
+    from sweeper.config.sections import SearchConfig
     from sweeper.config.spec import PointSpec
     from sweeper.point.lifecycle import target_for
     from sweeper.results.record import read_record
@@ -101,7 +104,8 @@ def replay(grid: Path) -> tuple[float, float, int]:
     points, by_overrides = [], {}
     for path in sorted(grid.glob("points/*/result.json")):
         r = read_record(path)
-        spec = PointSpec.from_dict(r.spec)
+        # the search as it is today: its keys' defaults, not those the grid recorded when it ran (budgets only)
+        spec = dataclasses.replace(PointSpec.from_dict(r.spec), search=SearchConfig(name="frontier"))
         overrides = [str(o) for o in r.overrides]
         points.append(Point(overrides, spec, r.point_id, target_for(spec, "local", None)))
         by_overrides[tuple(overrides)] = r.point_id

@@ -7,10 +7,14 @@ per_device_batch_size {2, 8} on the tiny model, 2 real gloo ranks: 32 points, of
 FSDP are refused by the gate before anything runs (``invalid``, no cost), so 24 measured ones: DDP, FSDP and
 DeepSpeed ZeRO-2. Run through the product (``python -m sweeper -m ...``) both ways in each repeat, the order of the
 two alternating between repeats (the machine is shared: neither always runs first). Each repeat uses a fresh
-``SWEEPER_CACHE_DIR`` shared by its two sweeps (the matmul peaks, gloo's cost and the ZeRO probe are measured once
-per repeat, by whichever runs first). Until 2026-12-05 the grid was fsdp {none, full_shard, shard_grad_op} x gc x
-precision x batch {2, 8}: on 2 CPU ranks full_shard and shard_grad_op run within a few % of each other, so most of
-its points were tied with a frontier point and no search could skip them (``benchmarks/README.md``).
+``SWEEPER_CACHE_DIR`` shared by its two sweeps and warmed first by a sweep of 2 points of its own (``zero=2
+precision=fp32,bf16 per_device_batch_size=2``: the matmul peaks, gloo's cost and the ZeRO probe), so neither sweep
+pays this host's one-time measurements: they are cached for 7 days, a cost of the host's first sweep whatever it
+is, not of either way of walking the grid. Until 2026-12-05 whichever sweep ran first paid them (10-33 s of a grid's
+150-190 point-seconds), which moved a repeat's ratio by up to 0.07 with the order of the two. Until 2026-12-05
+the grid was fsdp {none, full_shard, shard_grad_op} x gc x precision x batch {2, 8}: on 2 CPU ranks full_shard and
+shard_grad_op run within a few % of each other, so most of its points were tied with a frontier point and no search
+could skip them (``benchmarks/README.md``).
 
 Printed per repeat: both frontiers (point ids and axes), the frontier-recovery rate, the point-seconds each way
 (every record's ``wall_time_s``, set-aside screens included) and their ratio, the load average.
@@ -59,6 +63,14 @@ def _sweep(out: Path, cache: Path, search: bool) -> Path:
     cmd = [sys.executable, "-m", "sweeper", "-m", f"hydra.sweep.dir={out}", *GRID, *STEPS, *extra]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return out
+
+
+def _warm(out: Path, cache: Path) -> None:
+    """Fill ``cache`` with this host's one-time measurements (module doc) by a 2-point sweep in ``out``."""
+    env = {**os.environ, "SWEEPER_CACHE_DIR": str(cache)}
+    warm = ["zero=2", "precision=fp32,bf16", "per_device_batch_size=2"]
+    cmd = [sys.executable, "-m", "sweeper", "-m", f"hydra.sweep.dir={out}", *warm, *STEPS]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
 
 
 def point_seconds(sweep_dir: Path) -> float:
@@ -131,6 +143,7 @@ def main() -> None:
     for i in range(len(pairs), args.repeats if not args.reuse else len(pairs)):
         cache = root / f"cache{i}"
         g, s = root / f"grid{i}", root / f"search{i}"
+        _warm(root / f"warm{i}", cache)
         for search in (False, True) if i % 2 == 0 else (True, False):
             _sweep(s if search else g, cache, search)
         pairs.append((g, s))

@@ -20,6 +20,7 @@ from sweeper.search.order import (
     overhead_estimate,
     screen_pays,
     surely_dominated,
+    width_floor,
 )
 
 
@@ -74,6 +75,53 @@ def test_surely_dominated_matches_the_report_rule_for_every_point_within_the_bou
             assert not _report_dominates((a.low, a.high, a.memory), (upper, upper, mem_low))
 
 
+def test_a_tie_is_judged_on_the_low_end_of_the_points_interval():
+    """The report ties two points whose intervals overlap: a point whose median is at most ``upper`` but whose
+    interval starts at most at ``low_upper`` is tied with (or slower than) a frontier point reaching ``low_upper``;
+    the slower-than rule still needs the whole point below the witness's low end."""
+    a = Measured("a", 80.0, 93.3, 2.0)
+    assert surely_dominated(103.5, 3.0, [a]) is None  # its median could be above a's top, its interval too
+    assert surely_dominated(103.5, 3.0, [a], low_upper=93.15).pid == "a"  # it starts below a's top: tied
+    assert surely_dominated(103.5, 3.0, [a], low_upper=93.4) is None
+    assert surely_dominated(103.5, 3.0, [a], low_upper=200.0) is None  # never looser than upper
+    # with no more memory than a (equal), only a faster a dominates: the low end does not enter
+    assert surely_dominated(103.5, 2.0, [a], low_upper=50.0) is None
+
+
+def test_surely_dominated_with_a_low_end_matches_the_report_rule_within_the_bounds():
+    """Whatever a skipped point's real interval [l, h] (l <= low_upper, h <= upper) and memory (>= mem_low), the
+    witness dominates it by the report's rule; a point the rule does not flag survives at its best corner."""
+    rng = random.Random(17)
+    for _ in range(2000):
+        measured = []
+        for k in range(rng.randint(1, 6)):
+            lo = rng.uniform(0, 10)
+            measured.append(Measured(f"m{k}", lo, lo + rng.choice([0.0, 0.5, 2.0, 4.0]), float(rng.randint(1, 6))))
+        upper, mem_low = rng.uniform(0, 12), float(rng.randint(1, 7))
+        low_upper = upper * rng.uniform(0.5, 1.0)
+        by = surely_dominated(upper, mem_low, measured, low_upper)
+        corners = [(low_upper, upper), (0.0, upper), (low_upper / 2, upper)]
+        if by is None:
+            if len(measured) == 1:  # one measured point: the best case is not dominated by it
+                m = measured[0]
+                assert not _report_dominates((m.low, m.high, m.memory), (low_upper, upper, mem_low))
+            continue
+        for (lo, hi), mem in itertools.product(corners, (mem_low, mem_low + 2)):
+            pts = [*measured, Measured("x", lo, hi, mem)]
+            on = pareto_frontier([(p.low + p.high) / 2 for p in pts], [p.memory for p in pts],
+                                 [p.low for p in pts], [p.high for p in pts])  # fmt: skip
+            assert not on[-1], (measured, upper, low_upper, mem_low, by)
+
+
+def test_width_floor_is_the_conformal_rank_from_below_and_zero_while_too_few_points_are_measured():
+    assert width_floor([0.1] * 8) == 0.0  # floor(9 x 0.1) = 0: no rank yet, no width assumed
+    nine = [k / 100 for k in range(5, 14)]
+    assert width_floor(nine) == 0.05  # floor(10 x 0.1) = 1: the narrowest
+    assert width_floor([*nine, *(0.2 for _ in range(10))]) == 0.06  # 19 widths: the 2nd narrowest
+    assert width_floor([float("nan"), -0.1, *nine]) == 0.05  # not a width: left out
+    assert width_floor(nine, coverage=0.95) == 0.0  # floor(10 x 0.05) = 0
+
+
 def test_surely_dominated_names_the_witness_with_least_memory_and_treats_equal_memory_strictly():
     ms = [Measured("big", 90.0, 110.0, 8.0), Measured("small", 95.0, 105.0, 4.0)]
     assert surely_dominated(100.0, 9.0, ms).pid == "small"
@@ -93,6 +141,13 @@ def test_margin_is_the_jackknife_quantile_of_the_errors_and_never_below_the_floo
     assert margin(errors, 0.1) == 0.19
     assert margin(errors, 0.1, coverage=0.99) == 0.5  # a higher coverage reaches it
     assert margin(errors, 0.1, coverage=0.5) == 0.11  # the 11th smallest, 0.11, above the floor
+    # one-sided (the memory margin: how far below its prediction a peak came out): a peak above its prediction
+    # (a negative score) does not widen the bound below, a shortfall does
+    scores = [-0.036, 0.015, 0.01]
+    assert margin(scores, 0.0) == 0.036
+    assert margin(scores, 0.0, one_sided=True) == 0.015
+    assert margin(scores, 0.02, one_sided=True) == 0.02  # never below the floor
+    assert margin([-0.036], 0.0, one_sided=True) == 0.0
 
 
 def test_a_skip_is_a_point_off_the_frontier_whatever_its_real_numbers_within_the_bounds():

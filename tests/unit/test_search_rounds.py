@@ -225,3 +225,41 @@ def test_a_point_the_gate_refuses_is_recorded_as_refused_and_never_predicted_or_
     from sweeper.search.decide import cost_line
 
     assert "(0 screened first, 0 skipped, 1 refused before launch)" in cost_line(cost)  # every point said
+
+
+def test_a_tie_skip_rests_on_the_low_end_of_the_points_interval_and_is_reopened_on_it(tmp_path: Path):
+    """With the sweep's narrowest interval reaching 10 % below its median, a point predicted at 90 tokens/s (+15 %:
+    at most 103.5) starts its interval at most at 93.15, within a's 80.5-93.8: tied with a, with more memory, so it
+    is skipped on a's word (on its median alone it could be faster than a). The reason says both bounds, in MiB,
+    and the record holds the low end, on which the skip is re-checked: k2 (less memory, tied with a, reaching 94.7)
+    takes a off the frontier and keeps x off it; k1 (still less memory, tied with k2, reaching only 89.5) takes k2
+    off, and nothing keeps x off any more: open again (on its median bound alone, k2 would already have)."""
+    from sweeper.search import decide
+    from sweeper.search.state import measured_point
+
+    pts = _points(4, batch_size=1)
+    k1, k2, a, x = pts
+    truth = {k1.pid: (85.0, 1.0, 0.05), k2.pid: (90.0, 1.5, 0.05), a.pid: (86.65, 2.0, 0.0765), x.pid: (95.0, 3.0)}
+    sweep = SweepDir(tmp_path)
+    launcher = SyntheticLauncher(sweep, pts, truth)
+    search = Search(pts, sweep, launcher, predictor=_predictor(truth))
+
+    def measured():
+        return [m for r in search.records().values() if r is not None and (m := measured_point(r)) is not None]
+
+    launcher([a.overrides], 0)
+    (a_m,) = measured()
+    assert round(a_m.low, 1) == 80.5 and round(a_m.high, 1) == 93.8
+    pred = Prediction(tokens_per_s_per_device=90.0, peak_bytes=3 * MIB)
+    assert decide.skip_predicted(sweep, x, pred, measured(), 0.15, 0.02) is None  # 103.5 could beat a
+    skip = decide.skip_predicted(sweep, x, pred, measured(), 0.15, 0.02, width=0.1, standing="fitted")
+    assert skip is not None and skip.search["dominated_by"] == a.pid
+    assert skip.search["low_upper_tokens_per_s_per_device"] == 90.0 * 1.15 * 0.9
+    assert "its interval starting at most at 93.1 tokens/s per device" in skip.reason, skip.reason
+    assert "the margin of 'fitted' predictions" in skip.reason and "2.940 MiB (predicted 3.000 MiB - 2%)" in skip.reason
+    assert search.reopen(search.records(), measured()) == []  # a is still on the frontier
+    launcher([k2.overrides], 1)
+    assert search.reopen(search.records(), measured()) == []  # a is off the frontier, k2 (94.7) keeps x off
+    launcher([k1.overrides], 2)
+    assert search.reopen(search.records(), measured()) == [x.pid]
+    assert sweep.final_status(x.pid) is None

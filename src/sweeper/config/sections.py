@@ -152,8 +152,9 @@ class SearchConfig:
     # the share of new points whose error the margins should cover: each margin is the jackknife prediction
     # interval of the model's out-of-sample errors on this sweep at this level (fraction in (0, 1); docs/search.md)
     coverage: float = 0.9
-    # floor of the relative memory margin around a prediction (fraction); raised the same way
-    memory_margin: float = 0.05
+    # floor of the relative memory margin below a prediction (fraction); raised the same way (the memory model's
+    # largest shortfall over 240 CPU points was 1.5 %, docs/search.md)
+    memory_margin: float = 0.02
     # a screen's throughput upper bound is its fastest step's tokens/s times (1 + this), or more when the promoted
     # points showed the screens to be further off (fraction)
     screen_margin: float = 0.1

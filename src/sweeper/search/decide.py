@@ -22,7 +22,8 @@ from sweeper.point.preflight import refusals
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.search.order import Measured, overhead_estimate
-from sweeper.search.state import history
+from sweeper.search.state import history, interval
+from sweeper.units import MIB
 
 if TYPE_CHECKING:
     from sweeper.search.driver import Point
@@ -88,12 +89,24 @@ def loo_errors(
     return out
 
 
+def widths(records: Iterable[Record | None]) -> list[float]:
+    """The relative half-width below the median of each full-window ``ok`` record's throughput interval, ``1 − low /
+    tokens/s per device`` (the report's interval: :func:`sweeper.search.state.interval`)."""
+    out = []
+    for r in records:
+        tps = (r.metrics or {}).get("tokens_per_s_per_device") if r is not None and r.status == "ok" else None
+        if r is not None and tps and not r.screen and (iv := interval(r)) is not None:
+            out.append(1 - iv[0] / tps)
+    return out
+
+
 def _tps(x: float) -> str:
     return f"{x:,.1f} tokens/s per device"
 
 
-def _bytes(x: float) -> str:
-    return f"{int(x):,} bytes"
+def _mib(x: float) -> str:
+    """Bytes as MiB (2**20 bytes, the report's unit on CPU), to the KiB: near-equal peaks stay apart."""
+    return f"{x / MIB:,.3f} MiB"
 
 
 def refuse_many(points: Sequence[tuple[PointSpec, list[str], Target]], sweep: SweepDir) -> list[Record | None]:
@@ -131,16 +144,26 @@ def write_skipped(sweep: SweepDir, p: Point, reason: str, detail: dict[str, Any]
 
 
 def skip_predicted(
-    sweep: SweepDir, p: Point, pred: Prediction, measured: list[Measured], mt: float, mm: float
+    sweep: SweepDir,
+    p: Point,
+    pred: Prediction,
+    measured: list[Measured],
+    mt: float,
+    mm: float,
+    width: float = 0.0,
+    standing: str = "",
 ) -> Record | None:
     """Skip ``p`` when it is predicted not to fit with margin ``mm`` (its predicted device bytes less ``mm`` still
-    above the usable capacity), or predicted dominated with margins (``mt`` on throughput, ``mm`` on memory) by a
-    measured point (:func:`sweeper.search.order.surely_dominated`). Returns the record written, or None."""
+    above the usable capacity), or predicted dominated with margins (``mt`` on throughput, ``mm`` on memory;
+    fractions) by a measured point (:func:`sweeper.search.order.surely_dominated`); ``width`` (fraction): the
+    narrowest relative half-width below its median the point's interval is expected to have
+    (:func:`sweeper.search.order.width_floor`), so its low end is at most the throughput bound less that;
+    ``standing``: the prediction's, named in the reason. Returns the record written, or None."""
     cap, dev = pred.device_mem_bytes, pred.device_bytes
     if pred.fits is False and cap and dev and math.isfinite(mm) and dev * (1 - mm) > cap * (1 - pred.margin):
         usable = cap * (1 - pred.margin)
-        reason = (f"{BY}: predicted not to fit: {_bytes(dev)} per device, {_bytes(dev * (1 - mm))} with the memory "
-                  f"margin {mm:.0%}, above the usable {_bytes(usable)} (cluster.gpu_mem_gib less plan.memory_margin "
+        reason = (f"{BY}: predicted not to fit: {_mib(dev)} per device, {_mib(dev * (1 - mm))} with the memory "
+                  f"margin {mm:.0%}, above the usable {_mib(usable)} (cluster.gpu_mem_gib less plan.memory_margin "
                   f"{pred.margin:.0%}); measure it with search=grid")  # fmt: skip
         detail = {"decision": "predicted-no-fit", "device_bytes": dev, "usable_bytes": usable, "memory_margin": mm}
         return write_skipped(sweep, p, reason, detail)
@@ -150,16 +173,24 @@ def skip_predicted(
     from sweeper.search.order import surely_dominated
 
     upper, low = t * (1 + mt), m * (1 - mm)
-    by = surely_dominated(upper, low, measured)
+    low_upper = upper * (1 - width)
+    by = surely_dominated(upper, low, measured, low_upper)
     if by is None:
         return None
-    reason = (f"{BY}: predicted dominated by point {by.pid}: at most {_tps(upper)} (predicted {t:,.1f} + "
-              f"{mt:.0%}) with at least {_bytes(low)} (predicted {_bytes(m)} - {mm:.0%}), while {by.pid} measured "
-              f"{by.low:,.1f}-{by.high:,.1f} tokens/s per device with {_bytes(by.memory)}; measure it with "
-              "search=grid")  # fmt: skip
+    # a tie with a frontier point of less memory, decided on the low end of the point's interval
+    by_low_end = low_upper < upper and not (by.memory <= low and by.low > upper)
+    of = f", the margin of {standing!r} predictions" if standing else ""
+    bound = f"at most {_tps(upper)} (predicted {t:,.1f} + {mt:.0%}{of})"
+    if by_low_end:
+        bound += (f", its interval starting at most at {_tps(low_upper)} (the narrowest interval measured on this "
+                  f"sweep reaches {width:.0%} below its median)")  # fmt: skip
+    reason = (f"{BY}: predicted dominated by point {by.pid}: {bound} with at least {_mib(low)} (predicted "
+              f"{_mib(m)} - {mm:.0%}), while {by.pid} measured {by.low:,.1f}-{by.high:,.1f} tokens/s per device "
+              f"with {_mib(by.memory)}; measure it with search=grid")  # fmt: skip
     detail = {"decision": "predicted-dominated", "dominated_by": by.pid, "upper_tokens_per_s_per_device": upper,
-              "mem_low_bytes": low, "throughput_margin": mt, "memory_margin": mm,
-              "by_low": by.low, "by_high": by.high, "by_peak_bytes": by.memory}  # fmt: skip
+              "low_upper_tokens_per_s_per_device": low_upper, "mem_low_bytes": low, "throughput_margin": mt,
+              "width_floor": width, "memory_margin": mm, "by_low": by.low, "by_high": by.high,
+              "by_peak_bytes": by.memory}  # fmt: skip
     return write_skipped(sweep, p, reason, detail)
 
 
@@ -169,8 +200,8 @@ def skip_screen(sweep: SweepDir, p: Point, screen: Record, upper: float, sm: flo
     m = screen.metrics or {}
     steps = m.get("timed_steps")
     reason = (f"{BY}: screened with a short window ({steps} timed steps): at most {_tps(upper)} (its fastest step + "
-              f"{sm:.0%}) at a measured peak of {_bytes(m.get('peak_mem_bytes') or 0)}, dominated by point {by.pid} "
-              f"({by.low:,.1f}-{by.high:,.1f} tokens/s per device with {_bytes(by.memory)}); not measured in full: "
+              f"{sm:.0%}) at a measured peak of {_mib(m.get('peak_mem_bytes') or 0)}, dominated by point {by.pid} "
+              f"({by.low:,.1f}-{by.high:,.1f} tokens/s per device with {_mib(by.memory)}); not measured in full: "
               "the screen is in the point's result.<n>.json")  # fmt: skip
     detail = {"decision": "screen-dominated", "dominated_by": by.pid, "upper_tokens_per_s_per_device": upper,
               "screen_margin": sm, "screen_peak_mem_bytes": m.get("peak_mem_bytes"),

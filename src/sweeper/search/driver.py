@@ -44,6 +44,7 @@ from sweeper.search.order import (
     overhead_estimate,
     screen_pays,
     surely_dominated,
+    width_floor,
 )
 from sweeper.search.schedule import Step, next_step, unchanged_streak
 from sweeper.search.state import Log, frontier_ids, history, interval, measured_point
@@ -95,9 +96,9 @@ class Search:
 
     def errors(self, recs: dict[str, Record | None]) -> tuple[list[tuple[str, float]], list[float], list[float]]:
         """Out-of-sample relative errors, oldest launch first: throughput (the model as it is now, each full-window
-        ok point left out in turn: :func:`sweeper.search.decide.loo_errors`), memory (each record with a peak
-        against its prediction at launch: the memory model is not calibrated), screens (full-window high over the
-        screen's high, minus 1)."""
+        ok point left out in turn: :func:`sweeper.search.decide.loo_errors`), memory (how far below its prediction
+        at launch each record's peak came out, 1 − measured / predicted: a skip needs a lower bound on memory; the
+        memory model is not calibrated), screens (full-window high over the screen's high, minus 1)."""
         mem, scr = [], []
         launched = sorted(self.log.points.items(), key=lambda kv: kv[1].get("round", 0))
         unlogged = [p.pid for p in self.points if p.pid not in self.log.points]
@@ -108,7 +109,7 @@ class Search:
                 continue
             m = r.metrics or {}
             if info.get("peak_bytes") and m.get("peak_mem_bytes"):
-                mem.append(m["peak_mem_bytes"] / info["peak_bytes"] - 1)
+                mem.append(1 - m["peak_mem_bytes"] / info["peak_bytes"])
             if r.screen:
                 continue
             full = interval(r)
@@ -180,16 +181,18 @@ class Search:
         tput_e, mem_e, scr_e = self.errors(recs)
         cov = self.conf.coverage
         mts = margins_by_standing(tput_e, self.conf.throughput_margin, cov)  # nothing skipped before 2 errors
-        mm = margin(mem_e, self.conf.memory_margin, cov)
+        mm = margin(mem_e, self.conf.memory_margin, cov, one_sided=True)  # a skip needs memory at least
+        width = width_floor(decide.widths(recs.values()), cov)
         sm = margin(scr_e, self.conf.screen_margin, cov, need=0)  # a screen is promoted on its floor at first
         if self.reopen(recs, measured):
             recs = self.records()
         promote = self.screens(recs, measured, sm)
         open_points = [p for p in self.points if recs[p.pid] is None and p.pid not in stalled | set(in_flight)]
         guesses = {p.pid: self.predict(p.spec, p.target, cal) for p in open_points}
-        mt = {p.pid: mts[decide.standing(p.spec, cal)] for p in open_points}
-        left = [p for p in open_points if decide.skip_predicted(self.sweep, p, guesses[p.pid], measured, mt[p.pid],
-                                                                mm) is None]  # fmt: skip
+        stand = {p.pid: decide.standing(p.spec, cal) for p in open_points}
+        left = [p for p in open_points if decide.skip_predicted(self.sweep, p, guesses[p.pid], measured,
+                                                                mts[stand[p.pid]], mm, width,
+                                                                stand[p.pid]) is None]  # fmt: skip
         if open_points and not left:
             self.stop = "no unmeasured point is predicted non-dominated (with margin)"
         patience = self.conf.patience
@@ -211,7 +214,7 @@ class Search:
             ]
             preds = {pid: guesses[pid] for pid in step.start}
             by_standing = {k: v for k, v in mts.items() if k != "*"}
-            margins = dict(mt=mts["*"], mt_by_standing=by_standing, mm=mm, sm=sm)
+            margins = dict(mt=mts["*"], mt_by_standing=by_standing, mm=mm, sm=sm, width=width)
             self.launch(
                 batch,
                 screens,
@@ -235,7 +238,11 @@ class Search:
                 continue
             upper = d.get("upper_tokens_per_s_per_device")
             low = d.get("mem_low_bytes") if d["decision"] == "predicted-dominated" else d.get("screen_peak_mem_bytes")
-            if upper is None or low is None or surely_dominated(float(upper), float(low), measured) is not None:
+            low_end = d.get("low_upper_tokens_per_s_per_device")  # absent from a skip decided before 2026-12-05
+            if upper is None or low is None:
+                continue
+            tie = None if low_end is None else float(low_end)
+            if surely_dominated(float(upper), float(low), measured, tie) is not None:
                 continue
             self.sweep.set_aside(p.pid)
             self.log.points.setdefault(p.pid, {})["reopened"] = len(self.log.rounds)

@@ -12,11 +12,13 @@ extremes of a front, fastest and smallest, come first, then the points in its sp
 a throughput prediction (a CPU precision with no measured peak yet) is put in front 0: it cannot be ranked, and
 measuring it is what calibrates its precision.
 
-**Surely dominated** (:func:`surely_dominated`): a point whose throughput interval lies entirely below ``upper`` and
-whose peak memory is at least ``mem_low`` is off the frontier, under the report's rule, whatever its real numbers,
-when a measured point A has ``A.mem <= mem_low`` and ``A.low > upper`` (slower, with no less memory: final, since
-if A itself is off the frontier, the frontier point below A that ties or beats A beats this point too), or when A
-is on the measured frontier with ``A.mem < mem_low`` and ``upper <= A.high`` (tied or slower, with more memory).
+**Surely dominated** (:func:`surely_dominated`): a point whose throughput is at most ``upper``, whose throughput
+interval starts at most at ``low_upper`` (its low end: the report calls two points tied when their intervals
+overlap) and whose peak memory is at least ``mem_low`` is off the frontier, under the report's rule, whatever its
+real numbers, when a measured point A has ``A.mem <= mem_low`` and ``A.low > upper`` (slower, with no less memory:
+final, since if A itself is off the frontier, the frontier point below A that ties or beats A beats this point
+too), or when A is on the measured frontier with ``A.mem < mem_low`` and ``low_upper <= A.high`` (tied or slower,
+with more memory).
 The second holds while A stays on the frontier: a point measured later with less memory, tied with A, takes A off
 it, and the frontier point then below may be slower than this one. The search re-checks such skips after every
 measurement and measures the point when its witness is gone (:mod:`sweeper.search.driver`).
@@ -25,7 +27,12 @@ measurement and measures the point when its witness is gone (:mod:`sweeper.searc
 inference with the jackknife+", Ann. Statist. 49(1), 2021, section 2; split conformal prediction: Lei, G'Sell,
 Rinaldo, Tibshirani and Wasserman, "Distribution-free predictive inference for regression", JASA 113(523), 2018):
 the ⌈(n + 1) × coverage⌉-th smallest of the n absolute leave-one-out relative errors of the model on this sweep
-covers a new point's error with probability about ``coverage``.
+covers a new point's error with probability about ``coverage``. The memory margin ranks signed scores of the one
+side a skip needs (how far below its prediction a peak came out: ``one_sided``; any conformity score keeps the
+guarantee, Lei et al. 2018, section 2.1): the memory model's errors are of one kind and small. The throughput
+margin stays two-sided: its standings pool errors of both signs (a group borrowed from another engine can be 50 %
+off either way), and a one-sided rank of 2 or 3 such errors lost a frontier point in the replays of 2026-12-05.
+:func:`width_floor` is the same rank from below over the measured points' interval widths.
 """
 
 from __future__ import annotations
@@ -124,24 +131,31 @@ def on_frontier(measured: Sequence[Measured]) -> list[bool]:
                            [a.low for a in measured], [a.high for a in measured])  # fmt: skip
 
 
-def surely_dominated(upper: float, mem_low: float, measured: Sequence[Measured]) -> Measured | None:
+def surely_dominated(
+    upper: float, mem_low: float, measured: Sequence[Measured], low_upper: float | None = None
+) -> Measured | None:
     """The measured point that keeps off the frontier, under the report's rule, any point whose throughput is at
-    most ``upper`` (tokens/s per device) and whose peak is at least ``mem_low`` (bytes), or None (module doc: a
-    faster point with no more memory, or a frontier point tied with it with less memory). Among several, the one
-    with the least memory (then the fastest): the reason names the strongest witness."""
+    most ``upper`` (tokens/s per device), whose interval's low end is at most ``low_upper`` (tokens/s per device;
+    None: ``upper``) and whose peak is at least ``mem_low`` (bytes), or None (module doc: a faster point with no
+    more memory, or a frontier point tied with it with less memory). Among several, the one with the least memory
+    (then the fastest): the reason names the strongest witness."""
     front = on_frontier(measured)
+    tie = upper if low_upper is None else min(upper, low_upper)
     hits = [a for a, f in zip(measured, front, strict=True)
-            if (f and a.memory < mem_low and upper <= a.high) or (a.memory <= mem_low and a.low > upper)]  # fmt: skip
+            if (f and a.memory < mem_low and tie <= a.high) or (a.memory <= mem_low and a.low > upper)]  # fmt: skip
     return min(hits, key=lambda a: (a.memory, -a.high, a.pid)) if hits else None
 
 
-def margin(errors: Sequence[float], floor: float, coverage: float = 0.9, need: int = 1) -> float:
+def margin(
+    errors: Sequence[float], floor: float, coverage: float = 0.9, need: int = 1, one_sided: bool = False
+) -> float:
     """The relative margin to hold around a prediction (module doc, "Margins"): of the absolute relative errors
     ``errors`` of the model on this sweep (each out of sample: measured / predicted − 1), the ⌈(n + 1) ×
     ``coverage``⌉-th smallest (the largest when n is too small for that rank), never below ``floor`` (fraction);
     infinite (nothing is skipped on that axis) while fewer than ``need`` errors are known: without a measured
-    error there is no margin to trust."""
-    known = sorted(abs(e) for e in errors if math.isfinite(e))
+    error there is no margin to trust. ``one_sided``: the errors are signed scores of the one side a bound needs
+    (how far above its prediction a value came out) and are ranked as they are, not by their absolute value."""
+    known = sorted((e if one_sided else abs(e)) for e in errors if math.isfinite(e))
     if len(known) < need:
         return math.inf
     if not known:
@@ -164,6 +178,17 @@ def margins_by_standing(
         by.setdefault(k, []).append(e)
     pooled = margin([e for _, e in errors], floor, coverage, need)
     return {"*": pooled, **{k: margin(by.get(k, []), floor, coverage, need) for k in STANDINGS}}
+
+
+def width_floor(widths: Sequence[float], coverage: float = 0.9) -> float:
+    """How far below its median a new point's throughput interval can be expected to start, at least (fraction):
+    of the relative half-widths below the median (``1 − low / tokens/s``) of the points measured in full on this
+    sweep, the ⌊(n + 1) × (1 − ``coverage``)⌋-th smallest, the conformal rank from below (module doc, "Margins");
+    0 (no width assumed) while n is too small for that rank (n < 9 at a coverage of 0.9). A point whose median is
+    at most ``upper`` then starts at most at ``upper × (1 − width)``: the bound of a tie (:func:`surely_dominated`)."""
+    known = sorted(w for w in widths if math.isfinite(w) and w >= 0)
+    rank = math.floor((len(known) + 1) * (1 - coverage) + 1e-9)
+    return known[rank - 1] if rank >= 1 else 0.0
 
 
 def screen_pays(saved_s: float | None, overhead_s: float | None, promoted: int, screened: int) -> bool:
