@@ -90,8 +90,9 @@ def screen_of(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "metrics": m, "spec": spec, "wall_time_s": wall}
 
 
-def replay(grid: Path) -> tuple[float, float, int]:
-    """Run the search over ``grid``'s records; print it; return (recovery, point-seconds ratio, points run)."""
+def replay(grid: Path, keys: dict[str, Any] | None = None) -> tuple[float, float, int]:
+    """Run the search over ``grid``'s records (``keys``: ``search.*`` values other than the defaults); print it;
+    return (recovery, point-seconds ratio, points run)."""
     from sweeper.config.sections import SearchConfig
     from sweeper.config.spec import PointSpec
     from sweeper.point.lifecycle import target_for
@@ -105,7 +106,8 @@ def replay(grid: Path) -> tuple[float, float, int]:
     for path in sorted(grid.glob("points/*/result.json")):
         r = read_record(path)
         # the search as it is today: its keys' defaults, not those the grid recorded when it ran (budgets only)
-        spec = dataclasses.replace(PointSpec.from_dict(r.spec), search=SearchConfig(name="frontier"))
+        search = SearchConfig(**{"name": "frontier", **(keys or {})})
+        spec = dataclasses.replace(PointSpec.from_dict(r.spec), search=search)
         overrides = [str(o) for o in r.overrides]
         points.append(Point(overrides, spec, r.point_id, target_for(spec, "local", None)))
         by_overrides[tuple(overrides)] = r.point_id
@@ -128,13 +130,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("grids", nargs="+", type=Path)
     ap.add_argument("--cache", nargs="*", type=Path)
+    say = "search.<KEY> values other than the defaults (YAML values: patience=4, coverage=0.8)"
+    ap.add_argument("--search", nargs="*", default=[], metavar="KEY=VALUE", help=say)
     args = ap.parse_args()
+    import yaml
+
+    keys = {k: yaml.safe_load(v) for k, _, v in (kv.partition("=") for kv in args.search)}
     caches = args.cache or [g.parent / g.name.replace("grid", "cache") for g in args.grids]
     results = []
     for grid, cache in zip(args.grids, caches, strict=True):
         if cache.is_dir():
             os.environ["SWEEPER_CACHE_DIR"] = str(cache)
-        results.append(replay(grid))
+        results.append(replay(grid, keys))
     print(f"summary over {len(results)} grid(s): recovery {[f'{r:.0%}' for r, _, _ in results]}, point-seconds "
           f"ratio {[f'{x:.2f}' for _, x, _ in results]}, points run {[k for _, _, k in results]}")  # fmt: skip
 

@@ -78,6 +78,9 @@ def test_points_predicted_dominated_with_margin_are_skipped_and_the_search_stops
     truth = {a: (100.0, 1.0), b: (50.0, 0.5), c: (80.0, 0.8), d1: (40.0, 2.0), d2: (30.0, 3.0)}
     _, launcher = _run(tmp_path, pts, truth, truth)
     assert sorted(pid for pid, _ in launcher.jobs) == sorted([a, b, c])  # front 0 measured, nothing else
+    launched = json.loads((tmp_path / "search.json").read_text())["points"][a]
+    assert launched["tokens_per_s_per_device"] == 100.0 and launched["standing"] == "none"  # no calibration here
+    assert launched["throughput_margin"] == float("inf") and launched["round"] == 1
     recs = {r.point_id: r for r in SweepDir(tmp_path).records()}
     assert len(recs) == 5  # every point has a record
     for d in (d1, d2):

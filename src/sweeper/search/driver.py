@@ -212,7 +212,7 @@ class Search:
             screens = [False] * len(step.promote) + [
                 bool(measured) and self.screen(self.by_id[pid], guesses[pid], recs) for pid in step.start
             ]
-            preds = {pid: guesses[pid] for pid in step.start}
+            preds = {pid: (guesses[pid], stand[pid], mts[stand[pid]]) for pid in step.start}
             by_standing = {k: v for k, v in mts.items() if k != "*"}
             margins = dict(mt=mts["*"], mt_by_standing=by_standing, mm=mm, sm=sm, width=width)
             self.launch(
@@ -311,10 +311,11 @@ class Search:
         number = len(self.log.rounds) + 1
         for p, s in zip(batch, screens, strict=True):
             info = self.log.points.setdefault(p.pid, {})
-            if p.pid in preds:
-                pred = preds[p.pid]
+            if p.pid in preds:  # what it was launched on: its prediction, the prediction's standing and margin
+                pred, standing, mt = preds[p.pid]
                 info.update(tokens_per_s_per_device=pred.tokens_per_s_per_device, peak_bytes=pred.peak_bytes,
-                            round=number, window="screen" if s else "full")  # fmt: skip
+                            standing=standing, throughput_margin=mt, round=number,
+                            window="screen" if s else "full")  # fmt: skip
             info["job"] = "screen" if s else "full"  # its latest job's window (a promotion: full)
         jobs = [
             [*p.overrides, SCREEN_OVERRIDE] if s else list(p.overrides) for p, s in zip(batch, screens, strict=True)
