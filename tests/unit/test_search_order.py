@@ -7,6 +7,8 @@ import itertools
 import math
 import random
 
+import pytest
+
 from sweeper.results.frontier import pareto_frontier
 from sweeper.search.order import (
     STANDINGS,
@@ -88,31 +90,6 @@ def test_a_tie_is_judged_on_the_low_end_of_the_points_interval():
     assert surely_dominated(103.5, 2.0, [a], low_upper=50.0) is None
 
 
-def test_surely_dominated_with_a_low_end_matches_the_report_rule_within_the_bounds():
-    """Whatever a skipped point's real interval [l, h] (l <= low_upper, h <= upper) and memory (>= mem_low), the
-    witness dominates it by the report's rule; a point the rule does not flag survives at its best corner."""
-    rng = random.Random(17)
-    for _ in range(2000):
-        measured = []
-        for k in range(rng.randint(1, 6)):
-            lo = rng.uniform(0, 10)
-            measured.append(Measured(f"m{k}", lo, lo + rng.choice([0.0, 0.5, 2.0, 4.0]), float(rng.randint(1, 6))))
-        upper, mem_low = rng.uniform(0, 12), float(rng.randint(1, 7))
-        low_upper = upper * rng.uniform(0.5, 1.0)
-        by = surely_dominated(upper, mem_low, measured, low_upper)
-        corners = [(low_upper, upper), (0.0, upper), (low_upper / 2, upper)]
-        if by is None:
-            if len(measured) == 1:  # one measured point: the best case is not dominated by it
-                m = measured[0]
-                assert not _report_dominates((m.low, m.high, m.memory), (low_upper, upper, mem_low))
-            continue
-        for (lo, hi), mem in itertools.product(corners, (mem_low, mem_low + 2)):
-            pts = [*measured, Measured("x", lo, hi, mem)]
-            on = pareto_frontier([(p.low + p.high) / 2 for p in pts], [p.memory for p in pts],
-                                 [p.low for p in pts], [p.high for p in pts])  # fmt: skip
-            assert not on[-1], (measured, upper, low_upper, mem_low, by)
-
-
 def test_width_floor_is_the_conformal_rank_from_below_and_zero_while_too_few_points_are_measured():
     assert width_floor([0.1] * 8) == 0.0  # floor(9 x 0.1) = 0: no rank yet, no width assumed
     nine = [k / 100 for k in range(5, 14)]
@@ -150,27 +127,32 @@ def test_margin_is_the_jackknife_quantile_of_the_errors_and_never_below_the_floo
     assert margin([-0.036], 0.0, one_sided=True) == 0.0
 
 
-def test_a_skip_is_a_point_off_the_frontier_whatever_its_real_numbers_within_the_bounds():
+@pytest.mark.parametrize("low_end", [False, True], ids=["median-bound", "low-end-bound"])
+def test_a_skip_is_a_point_off_the_frontier_whatever_its_real_numbers_within_the_bounds(low_end: bool):
     """With several measured points (ties, chains of ties): whenever surely_dominated names a witness, a point
-    anywhere within the bounds (interval top <= upper, memory >= mem_low) is off the frontier of the measured
-    points and itself, by the report's code; a tie witness is always a frontier point."""
-    rng = random.Random(11)
+    anywhere within the bounds (interval top <= upper, its low end <= low_upper when given, memory >= mem_low) is
+    off the frontier of the measured points and itself, by the report's code; a tie witness is always a frontier
+    point. With one measured point and no witness, the point's best case survives."""
+    rng = random.Random(17 if low_end else 11)
     for _ in range(2000):
         measured = []
         for k in range(rng.randint(1, 6)):
             lo = rng.uniform(0, 10)
             measured.append(Measured(f"m{k}", lo, lo + rng.choice([0.0, 0.5, 2.0, 4.0]), float(rng.randint(1, 6))))
         upper, mem_low = rng.uniform(0, 12), float(rng.randint(1, 7))
-        by = surely_dominated(upper, mem_low, measured)
+        low_upper = upper * rng.uniform(0.5, 1.0) if low_end else None
+        tie = upper if low_upper is None else low_upper
+        by = surely_dominated(upper, mem_low, measured, low_upper)
         if by is None:
+            if len(measured) == 1:
+                m = measured[0]
+                assert not _report_dominates((m.low, m.high, m.memory), (tie, upper, mem_low))
             continue
-        for (lo, hi), mem in itertools.product(
-            [(upper, upper), (0.0, upper), (upper / 2, upper)], (mem_low, mem_low + 2)
-        ):
+        for (lo, hi), mem in itertools.product([(tie, upper), (0.0, upper), (tie / 2, upper)], (mem_low, mem_low + 2)):
             pts = [*measured, Measured("x", lo, hi, mem)]
             on = pareto_frontier([(p.low + p.high) / 2 for p in pts], [p.memory for p in pts],
                                  [p.low for p in pts], [p.high for p in pts])  # fmt: skip
-            assert not on[-1], (measured, upper, mem_low, by)
+            assert not on[-1], (measured, upper, low_upper, mem_low, by)
 
 
 def test_only_a_frontier_point_witnesses_a_tie():

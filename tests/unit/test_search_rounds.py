@@ -64,6 +64,20 @@ def _predictor(table: dict[str, tuple[float | None, float]]):
     return predict
 
 
+def _by_hand(tmp_path: Path, pts: list[Point], truth):
+    """A search whose jobs a test launches itself: (sweep, launcher, search, the measured points now)."""
+    from sweeper.search.state import measured_point
+
+    sweep = SweepDir(tmp_path)
+    launcher = SyntheticLauncher(sweep, pts, truth)
+    search = Search(pts, sweep, launcher, predictor=_predictor(truth))
+
+    def measured():
+        return [m for r in search.records().values() if r is not None and (m := measured_point(r)) is not None]
+
+    return sweep, launcher, search, measured
+
+
 def _run(tmp_path: Path, pts: list[Point], truth, predicted) -> tuple[Search, SyntheticLauncher]:
     sweep = SweepDir(tmp_path)
     launcher = SyntheticLauncher(sweep, pts, truth)
@@ -162,18 +176,11 @@ def test_a_point_skipped_as_tied_with_a_frontier_point_is_measured_when_that_poi
     off the frontier any more: its skip is set aside and x is open again. With a faster point of no more memory
     measured as well, the skip stands."""
     from sweeper.search import decide
-    from sweeper.search.state import measured_point
 
     pts = _points(4, batch_size=1)
     k, a, x, f = pts
     truth = {k.pid: (60.0, 1.0), a.pid: (70.0, 2.0, 0.25), x.pid: (85.0, 3.0), f.pid: (200.0, 1.5)}
-    sweep = SweepDir(tmp_path)
-    launcher = SyntheticLauncher(sweep, pts, truth)
-    search = Search(pts, sweep, launcher, predictor=_predictor(truth))
-
-    def measured():
-        return [m for r in search.records().values() if r is not None and (m := measured_point(r)) is not None]
-
+    sweep, launcher, search, measured = _by_hand(tmp_path, pts, truth)
     launcher([a.overrides], 0)
     pred = Prediction(tokens_per_s_per_device=80.0, peak_bytes=3 * MIB)
     skip = decide.skip_predicted(sweep, x, pred, measured(), 0.15, 0.05)
@@ -238,18 +245,11 @@ def test_a_tie_skip_rests_on_the_low_end_of_the_points_interval_and_is_reopened_
     takes a off the frontier and keeps x off it; k1 (still less memory, tied with k2, reaching only 89.5) takes k2
     off, and nothing keeps x off any more: open again (on its median bound alone, k2 would already have)."""
     from sweeper.search import decide
-    from sweeper.search.state import measured_point
 
     pts = _points(4, batch_size=1)
     k1, k2, a, x = pts
     truth = {k1.pid: (85.0, 1.0, 0.05), k2.pid: (90.0, 1.5, 0.05), a.pid: (86.65, 2.0, 0.0765), x.pid: (95.0, 3.0)}
-    sweep = SweepDir(tmp_path)
-    launcher = SyntheticLauncher(sweep, pts, truth)
-    search = Search(pts, sweep, launcher, predictor=_predictor(truth))
-
-    def measured():
-        return [m for r in search.records().values() if r is not None and (m := measured_point(r)) is not None]
-
+    sweep, launcher, search, measured = _by_hand(tmp_path, pts, truth)
     launcher([a.overrides], 0)
     (a_m,) = measured()
     assert round(a_m.low, 1) == 80.5 and round(a_m.high, 1) == 93.8
