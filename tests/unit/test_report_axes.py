@@ -111,3 +111,27 @@ def test_the_grid_tells_what_the_command_line_fixed_from_the_defaults(loader_and
     assert rest.startswith("The same for every point, from the defaults (")
     assert "`precision=fp32`" in rest and "`timed_steps=3`" not in rest
     assert "**gc**" in given  # the swept key, with its values
+
+
+def test_a_search_resumed_with_search_grid_has_no_search_axis_and_its_line_says_what_was_measured_since(
+    loader_and_master,  # noqa: F811
+    tmp_path,
+):
+    """A frontier search skipped 2 of 4 points; ``search=grid`` in the same directory measured them. The search
+    keys tell how the multirun walked the grid (budgets), so they are no axis and no part of a label even though
+    the records now hold both values; the search's own figures stay, with how many skipped points were measured
+    since."""
+    from sweeper.search.state import Log
+
+    grid = [[f"gc={g}", f"per_device_batch_size={b}", f"search={w}"] for g, b, w in
+            [("true", 2, "frontier"), ("false", 2, "frontier"), ("true", 8, "grid"), ("false", 8, "grid")]]  # fmt: skip
+    log = Log(grid=4, stop="no unmeasured point is predicted non-dominated (with margin)")
+    log.cost = {"grid_points": 4, "measured_full": 2, "screened": 0, "skipped": 2, "refused": 0, "point_seconds": 12.0,
+                "model_grid_point_seconds": 25.0, "overhead_s": 5.0}  # fmt: skip
+    log.write(SweepDir(tmp_path))
+    text = run(loader_and_master, tmp_path, grid)
+    assert "search.name" not in section(text, "Grid") and "**search" not in section(text, "Grid")
+    assert all(not k.startswith("search") for k in table_rows(section(text, "Results"))[0])
+    first = text.split("## ")[1] if text.startswith("## ") else text.split("\n## ")[0]
+    assert "ran 2 of 4 point(s)" in first and "2 skipped" in first
+    assert "Since then, 2 of the points it skipped were measured (`search=grid` in this directory)" in first, first

@@ -94,7 +94,8 @@ def test_points_predicted_dominated_with_margin_are_skipped_and_the_search_stops
     assert sorted(pid for pid, _ in launcher.jobs) == sorted([a, b, c])  # front 0 measured, nothing else
     launched = json.loads((tmp_path / "search.json").read_text())["points"][a]
     assert launched["tokens_per_s_per_device"] == 100.0 and launched["standing"] == "none"  # no calibration here
-    assert launched["throughput_margin"] == float("inf") and launched["round"] == 1
+    assert launched["throughput_margin"] is None and launched["round"] == 1  # no margin yet: null, standard JSON
+    assert "Infinity" not in (tmp_path / "search.json").read_text()
     recs = {r.point_id: r for r in SweepDir(tmp_path).records()}
     assert len(recs) == 5  # every point has a record
     for d in (d1, d2):
@@ -193,7 +194,8 @@ def test_a_point_skipped_as_tied_with_a_frontier_point_is_measured_when_that_poi
     assert search.log.points[x.pid]["reopened"] == 0
     # the same with f (faster than x can be, with less memory) measured: x stays skipped, on f's word now
     launcher([f.overrides], 2)
-    assert decide.skip_predicted(sweep, x, pred, measured(), 0.15, 0.05).search["dominated_by"] == f.pid
+    on_f = decide.skip_predicted(sweep, x, pred, measured(), 0.15, 0.05)
+    assert on_f.search["dominated_by"] == f.pid and f"slower than {f.pid} with no less memory" in on_f.reason
     assert search.reopen(search.records(), measured()) == []
     assert sweep.read_record(x.pid).status == "skipped"
 
@@ -260,6 +262,9 @@ def test_a_tie_skip_rests_on_the_low_end_of_the_points_interval_and_is_reopened_
     assert skip.search["low_upper_tokens_per_s_per_device"] == 90.0 * 1.15 * 0.9
     assert "its interval starting at most at 93.1 tokens/s per device" in skip.reason, skip.reason
     assert "the margin of 'fitted' predictions" in skip.reason and "2.940 MiB (predicted 3.000 MiB - 2%)" in skip.reason
+    assert (
+        f"tied with {a.pid} or slower (the report ties points whose intervals overlap) with more memory" in skip.reason
+    )
     assert search.reopen(search.records(), measured()) == []  # a is still on the frontier
     launcher([k2.overrides], 1)
     assert search.reopen(search.records(), measured()) == []  # a is off the frontier, k2 (94.7) keeps x off

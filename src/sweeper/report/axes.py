@@ -19,6 +19,9 @@ from sweeper.results.row import config_columns
 GRID_MAX_VALUES = 20
 #: Derived columns: shown only when they are not already told by the axis they follow from.
 DERIVED = "fp32_master_weights"
+#: How the multirun walked its grid (``search=grid|frontier``, the window a job measured): budgets, not a
+#: configuration, so never an axis (a search resumed with ``search=grid`` has both values).
+_WALK = "search."
 _FOLLOWS_MODEL = "model."
 
 
@@ -49,7 +52,7 @@ class Grid:
 def grid_of(df: pd.DataFrame) -> Grid:
     """The grid of the rows of ``df`` (:func:`sweeper.results.row.records_to_frame`) that have a configuration
     (see :class:`Grid`); rows without a spec (a record written without one) take no part."""
-    columns = config_columns(df.columns)
+    columns = [k for k in config_columns(df.columns) if not k.startswith(_WALK)]
     rows = df.loc[df[columns].notna().any(axis=1), columns] if columns else df.iloc[0:0]
     grid = Grid()
     for k in columns:

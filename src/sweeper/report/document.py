@@ -92,7 +92,7 @@ def build_document(
     axes = grid.axes(df.columns)
     unit = mem_unit(df)
     sections = [
-        Section("", [*_search(sweep), *[Para(p) for p in answer(df, axes, unit, device_mem_gib)]]),
+        Section("", [*_search(sweep, df), *[Para(p) for p in answer(df, axes, unit, device_mem_gib)]]),
         Section("Results", _results(df, axes, unit, max_rows)),
     ]
     if has_predictions(df):
@@ -256,8 +256,10 @@ def _given(column: str, given: set[str]) -> bool:
     return any(column == k or column.startswith(k + ".") or k.startswith(column + ".") for k in given)
 
 
-def _search(sweep: SweepDir) -> list[Block]:
-    """``search=frontier``: how much of the grid ran and what all of it would have cost by the model, first."""
+def _search(sweep: SweepDir, df: pd.DataFrame) -> list[Block]:
+    """``search=frontier``: how much of the grid ran and what all of it would have cost by the model, first; and,
+    when a later ``search=grid`` in the same directory measured points the search had skipped, how many (the
+    search's figures are of the search)."""
     if not sweep.search_file.exists():
         return []  # before the imports: the search's modules bring Hydra (0.2 s) into every plain report
     from sweeper.search.decide import cost_line
@@ -266,7 +268,11 @@ def _search(sweep: SweepDir) -> list[Block]:
     log = Log.read(sweep)
     stop = f" It stopped because {escape(log.stop)}." if log.stop else " It has not finished (resume it)."
     line = escape(cost_line(log.cost)) if log.cost else f"a grid of {log.grid:,} point(s), cost not known yet"
-    return [Para(f"{strong('Frontier search')} ({code('search=frontier')}, docs/search.md): {line}.{stop}")]
+    skipped_now = int((df["status"] == "skipped").sum()) if "status" in df else 0
+    later = int((log.cost or {}).get("skipped") or 0) - skipped_now
+    since = (f" Since then, {later:,} of the points it skipped were measured ({code('search=grid')} in this "
+             "directory): the tables below show them as measured." if later > 0 else "")  # fmt: skip
+    return [Para(f"{strong('Frontier search')} ({code('search=frontier')}, docs/search.md): {line}.{stop}{since}")]
 
 
 def _skipped(df: pd.DataFrame, axes: list[str]) -> list[Block]:

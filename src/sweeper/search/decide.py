@@ -177,16 +177,18 @@ def skip_predicted(
     by = surely_dominated(upper, low, measured, low_upper)
     if by is None:
         return None
-    # a tie with a frontier point of less memory, decided on the low end of the point's interval
-    by_low_end = low_upper < upper and not (by.memory <= low and by.low > upper)
+    slower = by.memory <= low and by.low > upper  # else tied with a frontier point of less memory, or slower
     of = f", the margin of {standing!r} predictions" if standing else ""
     bound = f"at most {_tps(upper)} (predicted {t:,.1f} + {mt:.0%}{of})"
-    if by_low_end:
+    if not slower and low_upper < upper:
         bound += (f", its interval starting at most at {_tps(low_upper)} (the narrowest interval measured on this "
                   f"sweep reaches {width:.0%} below its median)")  # fmt: skip
+    relation = (f"slower than {by.pid} with no less memory" if slower else
+                f"tied with {by.pid} or slower (the report ties points whose intervals overlap) with more memory, "
+                f"and {by.pid} is on the measured frontier")  # fmt: skip
     reason = (f"{BY}: predicted dominated by point {by.pid}: {bound} with at least {_mib(low)} (predicted "
               f"{_mib(m)} - {mm:.0%}), while {by.pid} measured {by.low:,.1f}-{by.high:,.1f} tokens/s per device "
-              f"with {_mib(by.memory)}; measure it with search=grid")  # fmt: skip
+              f"with {_mib(by.memory)}: {relation}; measure it with search=grid")  # fmt: skip
     detail = {"decision": "predicted-dominated", "dominated_by": by.pid, "upper_tokens_per_s_per_device": upper,
               "low_upper_tokens_per_s_per_device": low_upper, "mem_low_bytes": low, "throughput_margin": mt,
               "width_floor": width, "memory_margin": mm, "by_low": by.low, "by_high": by.high,

@@ -8,6 +8,7 @@ Throughput intervals come from :func:`sweeper.results.frontier.throughput_interv
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,5 +90,17 @@ class Log:
             return cls()
 
     def write(self, sweep: SweepDir) -> None:
-        """Write ``search.json`` atomically."""
-        write_json_atomic(sweep.search_file, self.__dict__)
+        """Write ``search.json`` atomically, standard JSON: a margin not known yet (infinite: fewer errors than it
+        needs) is written as null."""
+        write_json_atomic(sweep.search_file, _finite(self.__dict__))
+
+
+def _finite(x: Any) -> Any:
+    """``x`` with every non-finite float (inf, NaN) inside it as None (JSON has no infinity)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
