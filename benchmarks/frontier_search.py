@@ -57,20 +57,16 @@ from plan_time import GRID, STEPS  # one definition of the benchmark grid
 AXES = ["zero", "fsdp", "gc", "precision", "per_device_batch_size"]
 
 
-def _sweep(out: Path, cache: Path, search: bool) -> Path:
+#: The sweep that fills a repeat's cache with this host's one-time measurements first (module doc).
+WARM = ["zero=2", "precision=fp32,bf16", "per_device_batch_size=2"]
+
+
+def _sweep(out: Path, cache: Path, axes: list[str], search: bool = False) -> Path:
     env = {**os.environ, "SWEEPER_CACHE_DIR": str(cache)}
     extra = ["search=frontier"] if search else []
-    cmd = [sys.executable, "-m", "sweeper", "-m", f"hydra.sweep.dir={out}", *GRID, *STEPS, *extra]
+    cmd = [sys.executable, "-m", "sweeper", "-m", f"hydra.sweep.dir={out}", *axes, *STEPS, *extra]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return out
-
-
-def _warm(out: Path, cache: Path) -> None:
-    """Fill ``cache`` with this host's one-time measurements (module doc) by a 2-point sweep in ``out``."""
-    env = {**os.environ, "SWEEPER_CACHE_DIR": str(cache)}
-    warm = ["zero=2", "precision=fp32,bf16", "per_device_batch_size=2"]
-    cmd = [sys.executable, "-m", "sweeper", "-m", f"hydra.sweep.dir={out}", *warm, *STEPS]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
 
 
 def point_seconds(sweep_dir: Path) -> float:
@@ -143,9 +139,9 @@ def main() -> None:
     for i in range(len(pairs), args.repeats if not args.reuse else len(pairs)):
         cache = root / f"cache{i}"
         g, s = root / f"grid{i}", root / f"search{i}"
-        _warm(root / f"warm{i}", cache)
+        _sweep(root / f"warm{i}", cache, WARM)
         for search in (False, True) if i % 2 == 0 else (True, False):
-            _sweep(s if search else g, cache, search)
+            _sweep(s if search else g, cache, GRID, search)
         pairs.append((g, s))
     results = [compare(i, g, s) for i, (g, s) in enumerate(pairs)]
     print(f"summary over {len(results)} repeat(s): recovery {[f'{r:.0%}' for r, _ in results]}, "

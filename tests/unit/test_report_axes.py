@@ -134,4 +134,4 @@ def test_a_search_resumed_with_search_grid_has_no_search_axis_and_its_line_says_
     assert all(not k.startswith("search") for k in table_rows(section(text, "Results"))[0])
     first = text.split("## ")[1] if text.startswith("## ") else text.split("\n## ")[0]
     assert "ran 2 of 4 point(s)" in first and "2 skipped" in first
-    assert "Since then, 2 of the points it skipped were measured (`search=grid` in this directory)" in first, first
+    assert "Since then, 2 of the points it skipped were run (`search=grid` in this directory)" in first, first

@@ -225,3 +225,10 @@ def test_standing_says_which_group_a_prediction_rests_on():
     assert standing(spec(fsdp="full_shard"), cal) == "borrowed"  # FSDP gc=true: its own family first
     assert standing(spec(zero=2), cal) == "another engine"
     assert standing(spec(precision="bf16"), cal) == "none" and standing(spec(), None) == "none"
+
+
+def test_widths_are_each_intervals_reach_below_its_median():
+    from sweeper.search.order import widths
+
+    ms = [Measured("a", 90.0, 110.0, 1.0, 100.0), Measured("b", 40.0, 60.0, 2.0, 50.0), Measured("c", 1.0, 2.0, 3.0)]
+    assert widths(ms) == [pytest.approx(0.1), pytest.approx(0.2)]  # c: no median, no width

@@ -58,7 +58,7 @@ class SyntheticLauncher:
 
 def _predictor(table: dict[str, tuple[float | None, float]]):
     def predict(spec, target, cal):
-        t, mib = table[point_id(spec)]
+        t, mib = table[point_id(spec)][:2]  # a truth table may give a width third
         return Prediction(tokens_per_s_per_device=t, peak_bytes=int(mib * MIB), step_time_s=0.1)
 
     return predict
@@ -271,3 +271,21 @@ def test_a_tie_skip_rests_on_the_low_end_of_the_points_interval_and_is_reopened_
     launcher([k1.overrides], 2)
     assert search.reopen(search.records(), measured()) == [x.pid]
     assert sweep.final_status(x.pid) is None
+
+
+def test_the_width_a_tie_is_judged_with_is_the_narrowest_measured_interval_once_nine_points_are_measured(tmp_path):
+    """Ten points, each faster and bigger than the last (all on the frontier: all measured, one per submission),
+    point b's step interval 1 ± b/100, so its throughput interval starts b/100 / (1 + b/100) below its median.
+    Before 9 points are measured no width is assumed (0, logged per submission); from then on the narrowest."""
+    import pytest
+
+    pts = _points(10, batch_size=1)
+    truth = {p.pid: (10.0 * b, float(b), b / 100) for b, p in enumerate(pts, start=1)}
+    _, launcher = _run(tmp_path, pts, truth, truth)
+    assert len(launcher.jobs) == 10
+    rounds = json.loads((tmp_path / "search.json").read_text())["rounds"]
+    assert [r["width"] for r in rounds[:9]] == [0.0] * 9
+    batch = {p.pid: b for b, p in enumerate(pts, start=1)}
+    first_nine = [batch[pid] for r in rounds[:9] for pid in r["points"]]
+    assert rounds[9]["width"] == pytest.approx(min(b / 100 / (1 + b / 100) for b in first_nine))
+    assert rounds[9]["width"] > 0

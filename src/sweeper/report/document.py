@@ -270,8 +270,8 @@ def _search(sweep: SweepDir, df: pd.DataFrame) -> list[Block]:
     line = escape(cost_line(log.cost)) if log.cost else f"a grid of {log.grid:,} point(s), cost not known yet"
     skipped_now = int((df["status"] == "skipped").sum()) if "status" in df else 0
     later = int((log.cost or {}).get("skipped") or 0) - skipped_now
-    since = (f" Since then, {later:,} of the points it skipped were measured ({code('search=grid')} in this "
-             "directory): the tables below show them as measured." if later > 0 else "")  # fmt: skip
+    since = (f" Since then, {later:,} of the points it skipped were run ({code('search=grid')} in this "
+             "directory): the tables below show what they recorded." if later > 0 else "")  # fmt: skip
     return [Para(f"{strong('Frontier search')} ({code('search=frontier')}, docs/search.md): {line}.{stop}{since}")]
 
 

@@ -22,7 +22,7 @@ from sweeper.point.preflight import refusals
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.search.order import Measured, overhead_estimate
-from sweeper.search.state import history, interval
+from sweeper.search.state import history
 from sweeper.units import MIB
 
 if TYPE_CHECKING:
@@ -86,17 +86,6 @@ def loo_errors(
         pred = predict(p.spec, p.target, cal).tokens_per_s_per_device
         if pred:
             out.append((standing(p.spec, cal), ok[pid].metrics["tokens_per_s_per_device"] / pred - 1))  # type: ignore[index]
-    return out
-
-
-def widths(records: Iterable[Record | None]) -> list[float]:
-    """The relative half-width below the median of each full-window ``ok`` record's throughput interval, ``1 − low /
-    tokens/s per device`` (the report's interval: :func:`sweeper.search.state.interval`)."""
-    out = []
-    for r in records:
-        tps = (r.metrics or {}).get("tokens_per_s_per_device") if r is not None and r.status == "ok" else None
-        if r is not None and tps and not r.screen and (iv := interval(r)) is not None:
-            out.append(1 - iv[0] / tps)
     return out
 
 

@@ -45,6 +45,7 @@ from sweeper.search.order import (
     screen_pays,
     surely_dominated,
     width_floor,
+    widths,
 )
 from sweeper.search.schedule import Step, next_step, unchanged_streak
 from sweeper.search.state import Log, frontier_ids, history, interval, measured_point
@@ -182,7 +183,7 @@ class Search:
         cov = self.conf.coverage
         mts = margins_by_standing(tput_e, self.conf.throughput_margin, cov)  # nothing skipped before 2 errors
         mm = margin(mem_e, self.conf.memory_margin, cov, one_sided=True)  # a skip needs memory at least
-        width = width_floor(decide.widths(recs.values()), cov)
+        width = width_floor(widths(measured), cov)
         sm = margin(scr_e, self.conf.screen_margin, cov, need=0)  # a screen is promoted on its floor at first
         if self.reopen(recs, measured):
             recs = self.records()

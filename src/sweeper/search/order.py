@@ -66,12 +66,20 @@ class Guess:
 @dataclass(frozen=True)
 class Measured:
     """One point measured over its full window (an ``ok`` record): its throughput interval (tokens/s per device,
-    :func:`sweeper.results.frontier.throughput_interval`) and its peak bytes."""
+    :func:`sweeper.results.frontier.throughput_interval`), its peak bytes, and its median tokens/s per device
+    (``median``, None when not given: the interval's width below it is then unknown)."""
 
     pid: str
     low: float
     high: float
     memory: float
+    median: float | None = None
+
+
+def widths(measured: Sequence[Measured]) -> list[float]:
+    """The relative half-width below the median of each measured point's interval, ``1 − low / median`` (a
+    fraction; points without a median left out): what :func:`width_floor` ranks."""
+    return [1 - a.low / a.median for a in measured if a.median]
 
 
 def crowding(values: Sequence[tuple[float, float]]) -> list[float]:

@@ -41,7 +41,8 @@ def measured_point(record: Record) -> Measured | None:
     if record.status != "ok" or record.screen or not peak:
         return None
     iv = interval(record)
-    return None if iv is None else Measured(record.point_id, iv[0], iv[1], float(peak))
+    median = (record.metrics or {}).get("tokens_per_s_per_device")
+    return None if iv is None else Measured(record.point_id, iv[0], iv[1], float(peak), median and float(median))
 
 
 def history(sweep: SweepDir, pid: str) -> list[Record]:
