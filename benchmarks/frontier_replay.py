@@ -12,12 +12,21 @@ time less the timed steps left out); its promotion with the full record.
 
 Printed per grid: the grid's frontier and the search's (the report's rule, ties counted as in
 ``frontier_search.py``), the points run, and the point-seconds (the grid's own ``wall_time_s`` of each point run)
-against the whole grid's.
+against the whole grid's; then how far a point's throughput moves between the grids given (:func:`spread`).
 
     python benchmarks/frontier_replay.py GRID_DIR [GRID_DIR ...] [--cache CACHE_DIR ...]
 
 ``--cache``: the ``SWEEPER_CACHE_DIR`` each grid ran with (``frontier_search.py``'s ``cache<i>`` beside
 ``grid<i>``, found by default): the model reads this host's gloo cost from it.
+
+Two variants say what the search's rule costs by itself, whatever the model (the product has neither):
+
+- ``--perfect``: every point is predicted with its own measurement from the grid (tokens/s per device and peak
+  bytes): a model of no error, so every leave-one-out error is 0 and each margin sits at its floor once its
+  standing has 2 errors;
+- ``--margins-known`` (with ``--perfect``): every standing's margin is its floor from the first measurement on
+  (as if the model's error were known before the sweep): what the skip rule, the order and the margin floors cost
+  on that grid, and the least any model could cost with them.
 """
 
 from __future__ import annotations
@@ -90,9 +99,55 @@ def screen_of(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "metrics": m, "spec": spec, "wall_time_s": wall}
 
 
-def replay(grid: Path, keys: dict[str, Any] | None = None) -> tuple[float, float, int]:
-    """Run the search over ``grid``'s records (``keys``: ``search.*`` values other than the defaults); print it;
-    return (recovery, point-seconds ratio, points run)."""
+def perfect(grid: Path) -> Any:
+    """A predictor that knows ``grid``: each point's own measured tokens/s per device and peak bytes (the search
+    with a model of no error: what the skip rule and its margin floors cost by themselves)."""
+    from sweeper.capacity.predict import Prediction
+    from sweeper.point.lifecycle import identity_of
+    from sweeper.results.record import read_record
+
+    truth = {}
+    for path in grid.glob("points/*/result.json"):
+        r = read_record(path)
+        m = r.metrics or {}
+        truth[r.point_id] = Prediction(
+            tokens_per_s_per_device=m.get("tokens_per_s_per_device"),
+            peak_bytes=m.get("peak_mem_bytes"),
+            step_time_s=m.get("step_time_s_median"),
+        )
+
+    def predict(spec: Any, target: Any, cal: Any) -> Any:
+        return truth.get(identity_of(spec)) or Prediction(note="not measured in the grid")
+
+    return predict
+
+
+def spread(grids: list[Path]) -> str:
+    """How far a point's tokens/s per device moves from run to run: over the points measured ``ok`` in at least two
+    of ``grids`` (the same point id), the percentiles of |measured / that point's median over the grids − 1|, the
+    error no model of the point can go under on this machine."""
+    import statistics
+
+    from sweeper.results.record import read_record
+
+    by: dict[str, list[float]] = {}
+    for grid in grids:
+        for path in grid.glob("points/*/result.json"):
+            r = read_record(path)
+            if r.status == "ok" and (t := (r.metrics or {}).get("tokens_per_s_per_device")):
+                by.setdefault(r.point_id, []).append(float(t))
+    devs = sorted(abs(x / statistics.median(xs) - 1) for xs in by.values() if len(xs) >= 2 for x in xs)
+    if len(devs) < 10:
+        return "run-to-run spread: fewer than 10 repeated measurements"
+    q = statistics.quantiles(devs, n=20, method="inclusive")
+    return (f"run-to-run spread of tokens/s per device over {len(devs)} measurements of "
+            f"{sum(len(xs) >= 2 for xs in by.values())} points: median {q[9]:.1%}, p90 {q[17]:.1%}, "
+            f"p95 {q[18]:.1%}, largest {devs[-1]:.1%}")  # fmt: skip
+
+
+def replay(grid: Path, keys: dict[str, Any] | None = None, oracle: bool = False) -> tuple[float, float, int]:
+    """Run the search over ``grid``'s records (``keys``: ``search.*`` values other than the defaults; ``oracle``:
+    :func:`perfect` predictions); print it; return (recovery, point-seconds ratio, points run)."""
     from sweeper.config.sections import SearchConfig
     from sweeper.config.spec import PointSpec
     from sweeper.point.lifecycle import target_for
@@ -112,7 +167,7 @@ def replay(grid: Path, keys: dict[str, Any] | None = None) -> tuple[float, float
         points.append(Point(overrides, spec, r.point_id, target_for(spec, "local", None)))
         by_overrides[tuple(overrides)] = r.point_id
     jobs.by_overrides = by_overrides  # type: ignore[attr-defined]
-    Search(points, SweepDir(out), jobs).run()
+    Search(points, SweepDir(out), jobs, **({"predictor": perfect(grid)} if oracle else {})).run()
     _, gfront = frontier(grid)
     _, sfront = frontier(out)
     hit, n = recovery(gfront, sfront)
@@ -132,18 +187,28 @@ def main() -> None:
     ap.add_argument("--cache", nargs="*", type=Path)
     say = "search.<KEY> values other than the defaults (YAML values: patience=4, coverage=0.8)"
     ap.add_argument("--search", nargs="*", default=[], metavar="KEY=VALUE", help=say)
+    ap.add_argument("--perfect", action="store_true", help="predict each point with its own measurement (no error)")
+    ap.add_argument("--margins-known", action="store_true", help="every margin at its floor from the start")
     args = ap.parse_args()
     import yaml
 
     keys = {k: yaml.safe_load(v) for k, _, v in (kv.partition("=") for kv in args.search)}
     caches = args.cache or [g.parent / g.name.replace("grid", "cache") for g in args.grids]
+    if args.margins_known:
+        from sweeper.search import driver, order
+
+        # every standing holds its floor from the first measurement on (module doc): no error count needed
+        driver.margins_by_standing = lambda errors, floor, coverage=0.9, need=2: order.margins_by_standing(
+            errors, floor, coverage, 0
+        )
     results = []
     for grid, cache in zip(args.grids, caches, strict=True):
         if cache.is_dir():
             os.environ["SWEEPER_CACHE_DIR"] = str(cache)
-        results.append(replay(grid, keys))
+        results.append(replay(grid, keys, args.perfect))
     print(f"summary over {len(results)} grid(s): recovery {[f'{r:.0%}' for r, _, _ in results]}, point-seconds "
           f"ratio {[f'{x:.2f}' for _, x, _ in results]}, points run {[k for _, _, k in results]}")  # fmt: skip
+    print(spread(args.grids))
 
 
 if __name__ == "__main__":
