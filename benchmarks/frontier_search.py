@@ -38,6 +38,7 @@ Goal (issue 21, "Done when"): recovery 100 % in every repeat with at most half t
     python benchmarks/frontier_search.py                 # 2 repeats (about 5 min each on 2 quiet cores)
     python benchmarks/frontier_search.py --repeats 3
     python benchmarks/frontier_search.py --reuse GRID_DIR SEARCH_DIR [GRID_DIR SEARCH_DIR ...]
+    python benchmarks/frontier_search.py --grid per_device_batch_size=1,2,4,8   # another grid (not the goal's)
 """
 
 from __future__ import annotations
@@ -133,7 +134,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--reuse", nargs="*", type=Path, help="GRID_DIR SEARCH_DIR pairs already run")
+    say = "an axis of the grid swept over other values, e.g. per_device_batch_size=1,2,4,8 (the goal is on GRID's)"
+    ap.add_argument("--grid", nargs="*", default=[], metavar="AXIS=VALUES", help=say)
     args = ap.parse_args()
+    grid = with_axes(GRID, args.grid)
     pairs = list(zip(args.reuse[::2], args.reuse[1::2], strict=True)) if args.reuse else []
     root = Path(tempfile.mkdtemp(prefix="frontier-search-"))
     for i in range(len(pairs), args.repeats if not args.reuse else len(pairs)):
@@ -141,13 +145,21 @@ def main() -> None:
         g, s = root / f"grid{i}", root / f"search{i}"
         _sweep(root / f"warm{i}", cache, WARM)
         for search in (False, True) if i % 2 == 0 else (True, False):
-            _sweep(s if search else g, cache, GRID, search)
+            _sweep(s if search else g, cache, grid, search)
         pairs.append((g, s))
     results = [compare(i, g, s) for i, (g, s) in enumerate(pairs)]
     print(f"summary over {len(results)} repeat(s): recovery {[f'{r:.0%}' for r, _ in results]}, "
           f"point-seconds ratio {[f'{x:.2f}' for _, x in results]}")  # fmt: skip
     if len(pairs) > 1:
         print(f"the noise floor: {baseline([g for g, _ in pairs])}")
+
+
+def with_axes(grid: list[str], axes: list[str]) -> list[str]:
+    """``grid``'s overrides with each ``AXIS=VALUES`` of ``axes`` in place of that axis's (added when new)."""
+    out = {o.split("=", 1)[0]: o for o in grid}
+    for a in axes:
+        out[a.split("=", 1)[0]] = a
+    return list(out.values())
 
 
 def baseline(grids: list[Path]) -> str:
