@@ -105,6 +105,18 @@ def test_points_predicted_dominated_with_margin_are_skipped_and_the_search_stops
     log = json.loads((tmp_path / "search.json").read_text())
     assert log["stop"].startswith("no unmeasured point is predicted non-dominated")
     assert log["cost"]["grid_points"] == 5 and log["cost"]["skipped"] == 2 and log["cost"]["point_seconds"] == 30.0
+    said = _skipped_section(tmp_path)  # what a skip promises: per point, at search.coverage
+    assert "holds for its point with a probability of about 90 % (`search.coverage`" in said, said
+    assert "not for all of them at once" in said and "search.patience" not in said  # no patience set: no stop skip
+
+
+def _skipped_section(sweep_dir: Path) -> str:
+    """The report's "Skipped by the search" section, rebuilt from the records."""
+    from sweeper.report import build_report
+
+    build_report(sweep_dir)
+    text = (sweep_dir / "report.md").read_text()
+    return text.split("## Skipped by the search")[1].split("\n## ")[0]
 
 
 def test_no_point_is_skipped_on_throughput_before_the_model_has_measured_errors(tmp_path: Path):
@@ -148,6 +160,8 @@ def test_patience_stops_after_measurements_without_a_frontier_change(tmp_path: P
     stopped = [r for r in recs.values() if r.status == "skipped"]
     assert len(stopped) == 2 and all(r.search["decision"] == "stopped" for r in stopped)
     assert all("search.patience=1" in r.reason for r in stopped)
+    said = _skipped_section(tmp_path)
+    assert "A point left when the search stopped (`search.patience`) has no such bound." in said, said
 
 
 def test_a_launcher_that_runs_one_job_at_a_time_gets_one_point_per_submission_decided_on_every_record(tmp_path):

@@ -281,11 +281,28 @@ def _skipped(df: pd.DataFrame, axes: list[str]) -> list[Block]:
         Para(
             f"{len(table):,} point(s) were not measured in full by {code('search=frontier')}: predicted not to fit "
             "or dominated by a measured point with the model's margins, screened with a short window and dominated, "
-            f"or left when the search stopped. {code('search=grid')} with the same {code('hydra.sweep.dir')} "
-            "measures them."
+            f"or left when the search stopped. {_promise(df)}{code('search=grid')} with the same "
+            f"{code('hydra.sweep.dir')} measures them."
         ),
         Table(table),
     ]
+
+
+def _promise(df: pd.DataFrame) -> str:
+    """What a skip promises (docs/search.md, "Limits"): each margin covers the model's error on one point with
+    probability about ``search.coverage``, not every skip at once; a point left by ``search.patience`` has no
+    bound at all. "" when the records do not say the coverage."""
+    cov = pd.to_numeric(df.get("search.coverage", pd.Series(dtype=float)), errors="coerce").dropna()
+    if cov.empty:
+        return ""
+    patience = pd.to_numeric(df.get("search.patience", pd.Series(dtype=float)), errors="coerce").dropna()
+    left = (
+        f" A point left when the search stopped ({code('search.patience')}) has no such bound." if len(patience) else ""
+    )
+    return (f"Each skip on a margin holds for its point with a probability of about {float(cov.max()) * 100:.0f} % "
+            f"({code('search.coverage')}, the share of the model's errors on this sweep its margins cover), not "
+            "for all of them at once: among many skipped points, one may now and then be on the frontier."
+            f"{left} ")  # fmt: skip
 
 
 def _pending(df: pd.DataFrame, sweep: SweepDir) -> list[Block]:
