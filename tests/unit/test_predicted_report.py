@@ -315,8 +315,11 @@ def test_the_calibration_line_says_a_groups_efficiency_is_of_its_compute_alone()
     from sweeper.report.predicted import calibration_line
 
     groups = {group_key("ddp", False, "fp32"): Group(0.13, 0.0, 1, "median"),
-              group_key("fsdp", False, "fp32"): Group(0.071, 0.004, 2, "overhead + rate")}  # fmt: skip
+              group_key("fsdp", False, "fp32"): Group(0.071, 0.004, 2, "overhead + rate"),
+              group_key("fsdp", True, "fp32"): Group(4.1, 0.0, 1, "median")}  # fmt: skip
     cal = Calibration(0.084, 3, 0.041, 0.12, "measured", groups)
     line = calibration_line(cal, pd.DataFrame({"model": ["tiny"], "seq_len": [128], "device_type": ["cpu"]}))
     assert "; per group, compute alone (communication and per-step overhead taken out; plan.calibrate=" in line, line
-    assert "(DDP) 0.13;" in line and "(FSDP) 0.071 + 4 ms/step" in line, line
+    assert "(DDP) 0.13;" in line and "(FSDP) 0.071 + 4 ms/step;" in line, line
+    # compute faster than the peak is the model's split, not a measurement: said so, for that group alone
+    assert line.count("above the peak") == 1 and "gc=true precision=fp32 (FSDP) 4.1 (above the peak: " in line, line

@@ -166,6 +166,7 @@ def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, s
     per = "; ".join(
         f"{group_label(k)} {efficiency_value(g.efficiency)}"
         + (f" + {g.overhead_s * 1e3:.3g} ms/step" if g.overhead_s else "")
+        + (ABOVE_PEAK if g.efficiency > 1 else "")
         for k, g in groups.items()
     )
     # the overall figure is of the whole step; a group's is of its compute alone (its communication and per-step
@@ -178,6 +179,14 @@ def calibration_parts(cal: Calibration | None, df: pd.DataFrame) -> tuple[str, s
     )
     line = f"plan.efficiency={efficiency_value(e)} calibrated on {cal.n:,} ok point{plural}{span}{per}"
     return line, reuse_command(df, e)
+
+
+#: A group's compute efficiency above 1 is no measurement: the model took more communication and host time out of
+#: its steps than they leave room for (the compute it implies runs faster than the peak), so it says so.
+ABOVE_PEAK = (
+    " (above the peak: the model takes more communication and host time out of these steps than they leave room for, "
+    "so this is not a measured efficiency)"
+)
 
 
 def calibration_line(cal: Calibration | None, df: pd.DataFrame) -> str | None:
