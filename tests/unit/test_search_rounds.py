@@ -275,7 +275,12 @@ def test_a_tie_skip_rests_on_the_low_end_of_the_points_interval_and_is_reopened_
     assert skip is not None and skip.search["dominated_by"] == a.pid
     assert skip.search["low_upper_tokens_per_s_per_device"] == 90.0 * 1.15 * 0.9
     assert "its interval starting at most at 93.1 tokens/s per device" in skip.reason, skip.reason
-    assert "the margin of 'fitted' predictions" in skip.reason and "2.940 MiB (predicted 3.000 MiB - 2%)" in skip.reason
+    assert (
+        "the margin of 'fitted' predictions" in skip.reason and "2.940 MiB (predicted 3.000 MiB - 2.0%)" in skip.reason
+    )
+    # the bound checks out as printed: predicted x (1 + the printed margin), to the printed tenth
+    assert "at most 103.5 tokens/s per device (predicted 90.0 + 15.0%" in skip.reason, skip.reason
+    assert "reaches 10.0% below its median" in skip.reason, skip.reason
     assert (
         f"tied with {a.pid} or slower (the report ties points whose intervals overlap) with more memory" in skip.reason
     )

@@ -152,7 +152,7 @@ def skip_predicted(
     if pred.fits is False and cap and dev and math.isfinite(mm) and dev * (1 - mm) > cap * (1 - pred.margin):
         usable = cap * (1 - pred.margin)
         reason = (f"{BY}: predicted not to fit: {_mib(dev)} per device, {_mib(dev * (1 - mm))} with the memory "
-                  f"margin {mm:.0%}, above the usable {_mib(usable)} (cluster.gpu_mem_gib less plan.memory_margin "
+                  f"margin {mm:.1%}, above the usable {_mib(usable)} (cluster.gpu_mem_gib less plan.memory_margin "
                   f"{pred.margin:.0%}); measure it with search=grid")  # fmt: skip
         detail = {"decision": "predicted-no-fit", "device_bytes": dev, "usable_bytes": usable, "memory_margin": mm}
         return write_skipped(sweep, p, reason, detail)
@@ -168,15 +168,15 @@ def skip_predicted(
         return None
     slower = by.memory <= low and by.low > upper  # else tied with a frontier point of less memory, or slower
     of = f", the margin of {standing!r} predictions" if standing else ""
-    bound = f"at most {_tps(upper)} (predicted {t:,.1f} + {mt:.0%}{of})"
+    bound = f"at most {_tps(upper)} (predicted {t:,.1f} + {mt:.1%}{of})"
     if not slower and low_upper < upper:
         bound += (f", its interval starting at most at {_tps(low_upper)} (the narrowest interval measured on this "
-                  f"sweep reaches {width:.0%} below its median)")  # fmt: skip
+                  f"sweep reaches {width:.1%} below its median)")  # fmt: skip
     relation = (f"slower than {by.pid} with no less memory" if slower else
                 f"tied with {by.pid} or slower (the report ties points whose intervals overlap) with more memory, "
                 f"and {by.pid} is on the measured frontier")  # fmt: skip
     reason = (f"{BY}: predicted dominated by point {by.pid}: {bound} with at least {_mib(low)} (predicted "
-              f"{_mib(m)} - {mm:.0%}), while {by.pid} measured {by.low:,.1f}-{by.high:,.1f} tokens/s per device "
+              f"{_mib(m)} - {mm:.1%}), while {by.pid} measured {by.low:,.1f}-{by.high:,.1f} tokens/s per device "
               f"with {_mib(by.memory)}: {relation}; measure it with search=grid")  # fmt: skip
     detail = {"decision": "predicted-dominated", "dominated_by": by.pid, "upper_tokens_per_s_per_device": upper,
               "low_upper_tokens_per_s_per_device": low_upper, "mem_low_bytes": low, "throughput_margin": mt,
@@ -191,7 +191,7 @@ def skip_screen(sweep: SweepDir, p: Point, screen: Record, upper: float, sm: flo
     m = screen.metrics or {}
     steps = m.get("timed_steps")
     reason = (f"{BY}: screened with a short window ({steps} timed steps): at most {_tps(upper)} (its fastest step + "
-              f"{sm:.0%}) at a measured peak of {_mib(m.get('peak_mem_bytes') or 0)}, dominated by point {by.pid} "
+              f"{sm:.1%}) at a measured peak of {_mib(m.get('peak_mem_bytes') or 0)}, dominated by point {by.pid} "
               f"({by.low:,.1f}-{by.high:,.1f} tokens/s per device with {_mib(by.memory)}); not measured in full: "
               "the screen is in the point's result.<n>.json")  # fmt: skip
     detail = {"decision": "screen-dominated", "dominated_by": by.pid, "upper_tokens_per_s_per_device": upper,
