@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.results.sweepdir import SweepDir
+from tests.spawn_guard import pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401  (the fast tier's guard)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -27,14 +27,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from sweeper.config.compose import plain_node
 from sweeper.config.schema import register_configs
 from sweeper.paths import conf_dir
-from sweeper.redact import redact_command_line, task_overrides
+from sweeper.point.context import SweepContext
+from sweeper.redact import redact_command_line
 from sweeper.results.atomic import write_error_text
 from sweeper.results.incomplete import incomplete
 from sweeper.results.opening import register_resolver
-from sweeper.results.sweepdir import SweepDir
 
 register_configs()
 register_resolver()
@@ -46,8 +45,6 @@ _single_status: list[str] = []
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def main(cfg: DictConfig) -> str:
     """Hydra task function: one grid point. Returns the point's status."""
-    from hydra.types import RunMode
-
     from sweeper.config.spec import from_config
     from sweeper.launchers.local import run_point
     from sweeper.launchers.progress import announce, finished
@@ -56,9 +53,9 @@ def main(cfg: DictConfig) -> str:
     from sweeper.results.record import RecordNotWritten
 
     hc = HydraConfig.get()
-    multirun = hc.mode == RunMode.MULTIRUN
-    sweep = SweepDir(Path(hc.sweep.dir if multirun else hc.run.dir))
-    overrides = task_overrides(hc)  # unresolved: a secret stays its reference
+    ctx = SweepContext.of(cfg, hc)
+    multirun, sweep = ctx.multirun, ctx.sweep
+    overrides = list(ctx.overrides)  # unresolved: a secret stays its reference
     spec = from_config(cfg)  # a single refused point was already stopped by ReportCallback.on_run_start
     info = sweep.info()
     index = hc.job.num if multirun else 0
@@ -69,9 +66,8 @@ def main(cfg: DictConfig) -> str:
     point = None
     try:
         with announce(index, total, overrides) as point:
-            rerun = frozenset(cfg.launcher.rerun_statuses)
-            cluster = plain_node(cfg.cluster)
-            record = run_point(spec, overrides, sweep, rerun, cluster=cluster)
+            cluster = ctx.cluster
+            record = run_point(spec, overrides, sweep, frozenset(ctx.launcher.rerun_statuses), cluster=cluster)
     except Exception as e:  # noqa: BLE001 - a point never ends the grid, not even through a bug of sweeper's own
         # a full disk: not a bug, and nothing to write to (a RecordNotWritten is an OSError)
         if isinstance(e, OSError) and (isinstance(e, RecordNotWritten) or is_disk_full(e)):

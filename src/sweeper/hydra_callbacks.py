@@ -13,10 +13,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sweeper.config.compose import plain_node
+from sweeper.point.context import SweepContext
 from sweeper.redact import task_overrides
-from sweeper.results.atomic import unusable_folder, write_error_text
+from sweeper.results.atomic import write_error_text
 from sweeper.results.incomplete import incomplete
-from sweeper.results.opening import open_sweep
 from sweeper.results.sweepdir import SweepDir
 
 
@@ -36,35 +36,13 @@ def grid_size(config: DictConfig) -> int | None:
         return None
 
 
-def wandb_node(config: DictConfig) -> dict[str, Any] | None:
-    """The ``wandb`` node (mode, project, entity) as plain data, for ``sweep.json``; None when the config has none."""
-    if "wandb" not in config:
-        return None
-    return plain_node(config.wandb, enum_to_str=True)
-
-
-def refuse_unusable_folder(path: Path, key: str) -> None:
-    """Exit 2 with one line naming ``key``, ``path``, what is in the way and the fix, when ``path`` cannot be the
-    sweep's folder (:func:`sweeper.results.atomic.unusable_folder`): before Hydra makes it, so there is no traceback
-    and no rank starts (docs/cases.md#u12)."""
-    why = unusable_folder(path)
-    if why:
-        print(
-            f"sweeper: {key}={path} cannot be used: {why}; give a folder that can be created and written "
-            f"({key}=<folder>), or leave {key} out for the default",
-            file=sys.stderr,
-        )
-        sys.exit(2)
-
-
-def refuse_bad_wandb_target(config: DictConfig) -> None:
+def refuse_bad_wandb_target(ctx: SweepContext) -> None:
     """Exit 2 with one line when ``wandb.project`` or ``wandb.entity`` cannot name a W&B project
     (:func:`sweeper.tracking.settings.target_problem`): before any point runs, instead of every run failing after
     the sweep trained."""
     from sweeper.tracking.settings import target_problem
 
-    node = wandb_node(config) or {}
-    why = target_problem(node.get("project"), node.get("entity")) if node else None
+    why = target_problem(ctx.wandb.project, ctx.wandb.entity) if ctx.wandb is not None else None
     if why:
         print(f"sweeper: {why}; fix it (wandb.project=<name>, wandb.entity=<team>) or leave it out", file=sys.stderr)
         sys.exit(2)
@@ -91,14 +69,11 @@ class ReportCallback(Callback):
     prints capacity planning's summary and then the report's path as the last line."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweeper.point import preflight
-
-        sweep_dir = Path(config.hydra.sweep.dir)
-        refuse_unusable_folder(sweep_dir, "hydra.sweep.dir")
-        refuse_bad_wandb_target(config)
-        preflight.warm_up()  # the libraries load while Hydra composes the first point
+        ctx = SweepContext.of(config)
+        ctx.refuse_unusable_folder()
+        refuse_bad_wandb_target(ctx)
         try:
-            open_sweep(sweep_dir, "multirun", grid_size(config), task_overrides(config.hydra), wandb_node(config))
+            ctx.open(grid_size(config))
         except OSError as e:  # a full disk: say where, once; every point then says whether it was recorded
             print(f"sweeper: sweep.json not written: {write_error_text(e)}", file=sys.stderr, flush=True)
 
@@ -110,12 +85,11 @@ class ReportCallback(Callback):
         from sweeper.point.gate import InvalidPoint, check
         from sweeper.point.lifecycle import target_for
 
-        refuse_bad_wandb_target(config)
+        ctx = SweepContext.of(config)
+        refuse_bad_wandb_target(ctx)
         spec = from_config(config)
-        launcher = config.launcher.name if "launcher" in config else "local"
-        target = target_for(spec, launcher, plain_node(config.cluster))
-        if launcher == "local":
-            preflight.warm_up()  # the libraries load while the gate runs
+        launcher = ctx.launcher.name
+        target = target_for(spec, launcher, ctx.cluster)
         try:
             check(spec, target)
             if launcher != "local":  # after the gate: a refusal naming the point's own keys comes first
@@ -126,14 +100,14 @@ class ReportCallback(Callback):
         except InvalidPoint as e:
             print(f"sweeper: {e.status} point ({', '.join(e.keys)}): {e}", file=sys.stderr)
             sys.exit(2)
-        refuse_unusable_folder(Path(config.hydra.run.dir), "hydra.run.dir")
-        open_sweep(Path(config.hydra.run.dir), "run", 1, task_overrides(config.hydra), wandb_node(config))
+        ctx.refuse_unusable_folder()
+        ctx.open(1)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        _report(Path(config.hydra.sweep.dir))
+        _report(SweepContext.of(config).sweep.path)
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
-        _report(Path(config.hydra.run.dir))
+        _report(SweepContext.of(config).sweep.path)
 
 
 def _report(sweep_dir: Path) -> None:

@@ -1,12 +1,18 @@
-"""Where the Hydra config tree (``conf/``) and the named grids (``sweeps/``) live.
+"""Where sweeper's files live: the Hydra config tree (``conf/``), the named grids (``sweeps/``) and the per-host cache.
 
-In a source checkout (``pip install -e .``) they are the repository's ``conf/`` and ``sweeps/``; in a wheel they are
-bundled as ``sweeper/_data/conf`` and ``sweeper/_data/sweeps``.
+In a source checkout (``pip install -e .``) ``conf/`` and ``sweeps/`` are the repository's; in a wheel they are
+bundled as ``sweeper/_data/conf`` and ``sweeper/_data/sweeps``. The per-host cache (:func:`cache_dir`) holds what is
+measured or read once per host and reused: the CPU matmul peak, the gloo link, the installed ``TrainingArguments``
+fields.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+#: The environment variable that moves the whole per-host cache (:func:`cache_dir`).
+CACHE_ENV = "SWEEPER_CACHE_DIR"
 
 _PKG = Path(__file__).resolve().parent
 
@@ -31,3 +37,14 @@ def conf_dir() -> Path:
 def sweeps_dir() -> Path:
     """The named grids (``sweeps/*.yaml``), registered as the ``sweeps`` config group."""
     return data_root() / "sweeps"
+
+
+def cache_dir() -> Path:
+    """The per-host cache, every file of it: ``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper``, else
+    ``~/.cache/sweeper`` (the XDG base-directory default). The matmul peak (:mod:`sweeper.job.cpu_peak`), the gloo
+    link (:mod:`sweeper.capacity.hostcomm`) and the ``TrainingArguments`` fields
+    (:mod:`sweeper.point.rules.ta_schema`) all live here, so one variable moves all three."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sweeper"

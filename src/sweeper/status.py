@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sweeper.results.sweepdir import POINTS_DIR, SweepDir
+from sweeper.results.sweepdir import SweepDir
 
 #: Pending points listed one per line with their reason (the rest are counted).
 SHOWN_PENDING = 20
@@ -26,8 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweep_dir", type=Path)
     args = parser.parse_args(argv)
     sweep = SweepDir(args.sweep_dir)
-    if not sweep.is_sweep():
-        print(f"sweeper.status: error: {sweep.path} is not a sweep directory (no {POINTS_DIR}/)", file=sys.stderr)
+    why = sweep.not_a_sweep()
+    if why:
+        print(f"sweeper.status: error: {why}", file=sys.stderr)
         return 2
     from sweeper.results.collect import collect_records
 

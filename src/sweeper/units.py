@@ -1,13 +1,19 @@
-"""Byte units, in one place: every byte count in sweeper is an ``int`` of bytes; these are for display and parsing.
+"""Units and display formats, in one place: every byte count in sweeper is an ``int`` of bytes, every fraction a
+``float`` (0.25 = 25 %), every duration seconds; this module parses printed sizes and writes every value for people
+(bytes, numbers, percents, days, booleans), so a table, a sentence, a plan and a report write the same value alike.
 
 Binary units (KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40 bytes) are what CUDA and torch report; decimal units
 (KB, MB, GB, TB = 10**3, ...) are what vendors print ("80 GB"). A label is always taken literally.
+
+A missing value (None, NaN, ``pd.NA``) is written :data:`MISSING` by every formatter here. No import beyond the
+standard library: the ranks and the planner use it too.
 """
 
 from __future__ import annotations
 
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Any
 
 KIB = 2**10
 MIB = 2**20
@@ -65,10 +71,95 @@ def parse_size(text: str) -> int:
     return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
+#: What a missing value shows as.
+MISSING = "—"
+
+
+def missing(v: Any) -> bool:
+    """True for None, NaN (float or numpy) and ``pd.NA`` (whose comparisons are neither true nor false), without
+    importing pandas."""
+    if v is None:
+        return True
+    try:
+        return bool(v != v)  # only NaN differs from itself
+    except (TypeError, ValueError):  # pd.NA: its truth value is ambiguous; an array is no value
+        return type(v).__name__ == "NAType"
+
+
 def significant(x: float, digits: int = 3, zeros: bool = False) -> str:
     """``x`` for people, as the report's tables write numbers: thousands separators from 1,000 up (no decimals),
     else ``digits`` significant digits (trailing zeros kept when ``zeros``: ``3.00``)."""
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:{'#' if zeros else ''}.{digits}g}".rstrip(".")
+
+
+def num(v: Any, scale: float = 1.0, digits: int = 4, zeros: bool = False) -> str:
+    """``v / scale`` for people (:func:`significant`: thousands separators from 1,000 up, else ``digits`` significant
+    digits, trailing zeros kept when ``zeros``, so 3 GiB reads "3.00"); :data:`MISSING` if missing; ``str(v)`` if not
+    a number."""
+    if missing(v):
+        return MISSING
+    try:
+        x = float(v) / scale
+    except (TypeError, ValueError):
+        return str(v)
+    return significant(x, digits, zeros)
+
+
+def count(v: Any) -> str:
+    """A whole number with thousands separators: ``1234`` -> ``"1,234"``; :data:`MISSING` if missing."""
+    return MISSING if missing(v) else f"{int(v):,}"
+
+
+def percent(frac: Any, decimals: int | None = 1, sign: bool = False, unit: str = " %") -> str:
+    """A fraction in percent: ``0.1234`` -> ``"12.3 %"``; ``sign``: ``"+12.3 %"``; ``unit=""`` for a table column
+    whose header says %. ``decimals=None``: as a sentence says it, whole from 10 % up or when whole (``0.234`` ->
+    ``"23 %"``, ``0.05`` -> ``"5 %"``), else one decimal (``0.012`` -> ``"1.2 %"``). :data:`MISSING` if missing."""
+    if missing(frac):
+        return MISSING
+    x = float(frac) * 100
+    if decimals is None:
+        decimals = 0 if abs(x) >= 9.95 or round(x, 1) == round(x) else 1
+    return f"{x:{'+' if sign else ''}.{decimals}f}{unit}"
+
+
+def days(v: Any) -> str:
+    """A number of days: whole with thousands separators from 100 up (``1234.4`` -> ``"1,234"``), else three
+    significant digits (``12.34`` -> ``"12.3"``, ``0.5`` -> ``"0.5"``); :data:`MISSING` if missing."""
+    if missing(v):
+        return MISSING
+    x = float(v)
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def yes_no(v: Any, unknown: str = "unknown") -> str:
+    """A verdict (fits, on the frontier): ``"yes"``/``"no"``, ``unknown`` when missing."""
+    return unknown if missing(v) else ("yes" if v else "no")
+
+
+def flag(v: Any) -> str:
+    """A boolean as the command line and Hydra spell it: ``"true"``/``"false"``."""
+    return "true" if v else "false"
+
+
+def in_unit(n: Any, unit: str, decimals: int = 2, label: bool = True) -> str:
+    """``n`` bytes in ``unit`` (``"GiB"``, ``"MiB"``, ``"KiB"``, or a decimal ``"GB"``, ...), thousands separators and
+    ``decimals`` decimals (``3 * 2**30`` -> ``"3.00 GiB"``); a value too small to show that way (below one unit of
+    the last decimal, not zero) gets three significant digits (``"0.00123 GiB"``); ``label=False`` leaves the unit out
+    (a table whose header names it). :data:`MISSING` if missing.
+
+    Raises:
+        KeyError: an unknown unit.
+    """
+    if missing(n):
+        return MISSING
+    x = float(n) / _UNIT_BYTES[unit.lower()]
+    body = f"{x:,.{decimals}f}" if x == 0 or abs(x) >= 10**-decimals else f"{x:.3g}"
+    return f"{body} {unit}" if label else body
+
+
+def size_text(n: float, decimals: int = 2) -> str:
+    """Bytes in GiB from 1 GiB up, else in MiB, with ``decimals`` decimals (:func:`in_unit`): a message's size."""
+    return in_unit(n, "GiB" if abs(n) >= GIB else "MiB", decimals)
 
 
 def peak_text(n: float) -> str:

@@ -126,15 +126,11 @@ def runs(tmp_path_factory):
     """Run every case's command, 4 at a time, each in its own empty working directory."""
     from sweeper.point.rules.ta_schema import load_schema
 
-    mp = pytest.MonkeyPatch()
-    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-    load_schema()  # the helper runs once here; the commands read the cache
+    load_schema()  # the helper runs once here, into the session's SWEEPER_CACHE_DIR; the commands read the cache
     cwds = {name: tmp_path_factory.mktemp(name) for name, _, _ in CASES}
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {name: pool.submit(run_sweeper, args, cwds[name], 120) for name, args, _ in CASES}
-        done = {name: f.result() for name, f in futures.items()}
-    mp.undo()
-    return done
+        return {name: f.result() for name, f in futures.items()}
 
 
 def test_at_least_25_distinct_bad_inputs_are_tried():

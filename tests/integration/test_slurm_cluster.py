@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = [
+    pytest.mark.slurm,
     pytest.mark.skipif(
         not os.environ.get("SLURM_CONF"),
         reason="SLURM_CONF not set: no dev SLURM cluster running "

@@ -1,23 +1,38 @@
-"""Unit tests never write to the user's cache: the TrainingArguments field cache lives in pytest's temp dir; and no
-unit test reads what another test measured on this host (the gloo link, the matmul peak): each starts with an empty
-``SWEEPER_CACHE_DIR``, so its result does not depend on which integration tests ran before it."""
+"""The fast tier (``pytest tests/unit``): unit tests and golden files, and no process started (``tests/spawn_guard.py``
+fails a test that starts one). They never write to the user's cache: the ``TrainingArguments`` fields are read once,
+in this process, into the session's cache; and no unit test reads what another test measured on this host (the gloo
+link, the matmul peak): each starts with an empty ``SWEEPER_CACHE_DIR``, so its result does not depend on which
+integration tests ran before it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from sweeper.point.rules import ta_schema
 from sweeper.point.rules.ta_schema import training_args_schema
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _schema_cache(tmp_path_factory):
-    """One TrainingArguments field cache for the whole session (built once by the real helper process)."""
+    """The installed ``TrainingArguments`` fields, read once for the session by the helper's own code run in this
+    process (``sweeper.job.ta_fields.fields``, what ``python -m sweeper.job.ta_fields`` prints) and loaded through the
+    real cache (:func:`~sweeper.point.rules.ta_schema.load_schema` reads the file it would have written): the gate's
+    name and type checks run on the real field list without a helper process."""
+    from sweeper.job.ta_fields import fields
+
+    directory = tmp_path_factory.getbasetemp() / "ta-cache"
+    path = ta_schema.cache_path(ta_schema.installed_transformers(), directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(fields()))
     mp = pytest.MonkeyPatch()
-    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+    mp.setenv("SWEEPER_CACHE_DIR", str(directory))
     training_args_schema.cache_clear()
+    assert training_args_schema() is not None  # loaded from the file: every later call gets it from memory
+    mp.undo()
     yield
     training_args_schema.cache_clear()
-    mp.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -96,10 +96,11 @@ def test_the_check_fails_on_a_rename_without_a_bump():
 
 
 def test_the_point_spec_holds_every_point_key_of_the_schema_with_its_type():
-    """``PointSpec`` lists its fields for the type checker; they are the schema's point keys, so ``from_config``
-    (which keeps only the spec's fields) never drops a key the command line accepts. Enums are stored as their
-    values (str); the model section becomes ``model`` (its name), ``model_type``, ``decoder_layer`` and
-    ``model_config``; where the point runs (``launcher``, ``cluster``) and W&B are not the point's."""
+    """``PointSpec``'s fields are the schema's point keys (it inherits :class:`PointKeys`), so ``from_config``
+    (which keeps only the spec's fields) never drops a key the command line accepts. A key with fixed choices keeps
+    its schema type (a ``Choice``: its string for every purpose); the model section becomes ``model`` (its name),
+    ``model_type``, ``decoder_layer`` and ``model_config``; where the point runs (``launcher``, ``cluster``) and W&B
+    are not the point's."""
     from sweeper.config.spec import PointSpec
 
     not_the_point = {"launcher", "cluster", "wandb"}
@@ -108,12 +109,7 @@ def test_the_point_spec_holds_every_point_key_of_the_schema_with_its_type():
     schema = typing.get_type_hints(SweeperConfig)
     spec = typing.get_type_hints(PointSpec)
 
-    def as_stored(tp: Any) -> str:
-        if isinstance(tp, type) and issubclass(tp, Enum):
-            return "str"
-        return _type_name(tp)
-
-    expected = {k: as_stored(tp) for k, tp in schema.items() if k not in not_the_point | {"model"}}
+    expected = {k: _type_name(tp) for k, tp in schema.items() if k not in not_the_point | {"model"}}
     expected.update(model_fields)
     expected.update(derived)
     assert {k: _type_name(tp) for k, tp in spec.items()} == expected

@@ -140,6 +140,23 @@ def test_mfu_is_the_efficiency_without_recompute_and_three_quarters_of_it_with_f
     assert slow.comm_s == pytest.approx(lay.world * 0 + slow.collectives * 2 * 7 * 1e-4 + slow.comm_bytes / 0.5e9)
 
 
+def test_the_per_step_overhead_hides_no_communication():
+    """capacity/timing.py: only the kernels (``kernel_s``) hide the collectives issued in backward; the per-step host
+    overhead adds to the step and changes no exposed communication (the docstring's formula and the code agree)."""
+    from sweeper.capacity.hostcomm import HostComm
+
+    arch = Arch.from_config("llama", LLAMA7B["config"])
+    lay = layout(_7b(), "cuda")
+    kw = dict(batch=1, seq_len=4096, grad_accum=1, nodes=1, peak_flops=989e12, efficiency=0.4, comm_overlap=0.67)
+    link = HostComm(2e-6, 5.0, "slow link: more communication than the backward pass hides")
+    bare = estimate_time(arch, lay, gc=False, intra=link, inter=None, **kw)
+    busy = estimate_time(arch, lay, gc=False, intra=link, inter=None, overhead_s=10.0, **kw)
+    assert bare.exposed_comm_s > 0
+    assert busy.exposed_comm_s == pytest.approx(bare.exposed_comm_s)
+    assert busy.step_s == pytest.approx(bare.step_s + 10.0)
+    assert busy.compute_s == pytest.approx(bare.compute_s + 10.0)
+
+
 def test_7b_on_8_h100_ddp_does_not_fit_and_zero_3_and_fsdp_do():
     ddp = predict(_7b(), H100_TARGET)
     assert ddp.fits is False and ddp.max_per_device_batch_size == 0  # 16 bytes/param x 6.7 B > 80 GB

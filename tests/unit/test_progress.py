@@ -234,8 +234,7 @@ def test_an_auto_point_past_its_warm_up_is_not_labelled_with_a_window_it_may_hav
 
 def test_the_terminal_writes_a_peak_as_the_report_does():
     """Three significant digits, MiB below 1 GiB and GiB from there (report.fmt.num with the report's unit)."""
-    from sweeper.report.fmt import num
-    from sweeper.units import GIB, MIB, peak_text
+    from sweeper.units import GIB, MIB, num, peak_text
 
     for peak, shown in [
         (12_140_000, "11.6 MiB"),

@@ -51,13 +51,12 @@ class SweeperBasicSweeper(BasicSweeper):
             raise RuntimeError("SweeperBasicSweeper.sweep called before setup()")
         if str(self.config.get("search", {}).get("name", "grid")) != "frontier":
             return super().sweep(arguments)
-        from pathlib import Path
-
         from hydra._internal.core_plugins.basic_launcher import BasicLauncher
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import OmegaConf
 
         from sweeper.launchers.slurm.search_jobs import SlurmJobs
+        from sweeper.point.context import SweepContext
         from sweeper.search.driver import grid_points, run_search
         from sweeper.search.jobs import Launched
 
@@ -65,7 +64,7 @@ class SweeperBasicSweeper(BasicSweeper):
         parsed = OverridesParser.create(config_loader=self.hydra_context.config_loader).parse_overrides(params)
         jobs = [list(p) for batch in self.split_arguments(parsed, None) for p in batch]
         points = grid_points(self.hydra_context.config_loader, self.config, jobs)
-        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir = SweepContext.of(self.config).sweep.path
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         # SLURM: jobs submitted without waiting, the next decided as soon as any ends; Hydra's basic launcher (local)

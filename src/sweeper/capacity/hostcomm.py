@@ -25,9 +25,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from sweeper.paths import cache_dir
+
 #: A cached measurement is measured again after this many seconds (7 days, as the matmul peak).
 MAX_AGE_S = 7 * 86400
-CACHE_ENV = "SWEEPER_CACHE_DIR"
 FILE = "gloo.json"
 
 
@@ -69,14 +70,6 @@ class HostComm:
             "fsdp_unit_s": self.fsdp_unit_s,
             "zero_tensor_s": self.zero_tensor_s,
         }
-
-
-def cache_dir() -> Path:
-    """``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper``, else ``~/.cache/sweeper`` (as the matmul peak)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sweeper"
 
 
 def comm_cache_file() -> Path:

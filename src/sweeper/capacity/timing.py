@@ -2,9 +2,11 @@
 
 ::
 
-    compute_s = FLOPs per step per device (recompute included) / (peak FLOP/s in the compute dtype × efficiency)
+    kernel_s  = FLOPs per step per device (recompute included) / (peak FLOP/s in the compute dtype × efficiency)
     comm_s    = Σ over the step's collectives of  count × ring_time(kind, bytes)
-    step_s    = overhead_s + compute_s + comm_s − min(overlap × compute_s, hideable comm_s)
+    step_s    = overhead_s + kernel_s + comm_s − min(overlap × kernel_s, hideable comm_s)
+
+``TimeEstimate.compute_s`` is ``overhead_s + kernel_s``; only ``kernel_s`` hides communication.
 
 * FLOPs per token: PaLM (Chowdhery et al. 2022, Appendix B), ``6N + 12·L·a·d·s``; full checkpointing adds one
   forward (``2N + 4·L·a·d·s``, hardware FLOPs).
@@ -44,7 +46,9 @@
   per-unit hooks and copies per micro-batch; DeepSpeed ZeRO-1/2's per-tensor host work (the ZeRO probe); none for
   DDP and ZeRO-3 (:func:`engine_host_s`).
 * Per-step overhead (``overhead_s``): host time per step that does not grow with the batch, calibrated on measured
-  points (:mod:`sweeper.capacity.calibrate`); 0 without a calibration.
+  points (:mod:`sweeper.capacity.calibrate`); 0 without a calibration. It hides no communication: it is host work
+  outside the passes (Python dispatch, the optimizer's per-tensor loop, the Trainer's bookkeeping), while the
+  collectives issued in backward overlap the backward pass's kernels only.
 * Overlap (``plan.comm_overlap``, default 0.67, the backward pass's share of the FLOPs): on a GPU the collectives
   issued during backward (gradient buckets, FSDP's backward gathers and reduce-scatters) hide behind that fraction of
   the compute time. On CPU ranks nothing hides: gloo copies and reduces on the same cores the ranks compute on
@@ -303,9 +307,10 @@ def estimate_time(
     tokens = batch * seq_len * grad_accum
     fpt = arch.flops_per_token(seq_len)
     flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc)
-    compute_s = overhead_s + flops / (peak_flops * efficiency)
+    kernel_s = flops / (peak_flops * efficiency)
+    compute_s = overhead_s + kernel_s
     comm_s, hideable, count = comm_time(arch, lay, nodes, grad_accum, intra, inter)
-    exposed = 0.0 if comm_s is None else comm_s - min(comm_overlap * compute_s, hideable)
+    exposed = 0.0 if comm_s is None else comm_s - min(comm_overlap * kernel_s, hideable)  # the overhead hides none
     exposed += engine_host_s(arch, lay, intra, grad_accum)
     step_s = compute_s + exposed
     tps = tokens / step_s

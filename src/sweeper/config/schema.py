@@ -19,10 +19,38 @@ from typing import Any
 
 from sweeper.config.sections import ClusterConfig, PlanConfig, SearchConfig, TimingConfig, from_mapping
 
-__all__ = ["ClusterConfig", "PlanConfig", "SearchConfig", "SweeperConfig", "TimingConfig", "from_mapping"]
+__all__ = [
+    "ClusterConfig",
+    "LauncherConfig",
+    "PlanConfig",
+    "PointKeys",
+    "SearchConfig",
+    "SweeperConfig",
+    "TimingConfig",
+    "WandbConfig",
+    "from_mapping",
+]
 
 
-class Fsdp(str, Enum):
+class Choice(str, Enum):
+    """A key whose values are a fixed set of strings: Hydra refuses any other value for a whole grid, and a member *is*
+    its value for every other purpose (``==``, hashing, ``str``, f-strings, ``repr``, JSON), so a spec holding
+    ``Fsdp.full_shard`` prints, compares and serialises as ``"full_shard"`` on every Python version (3.12 changed
+    ``str()`` and ``format()`` of mixed-in enums)."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
+
+    def __repr__(self) -> str:
+        return str.__repr__(self)
+
+    __hash__ = str.__hash__
+
+
+class Fsdp(Choice):
     """FSDP sharding strategy (``TrainingArguments.fsdp``; FSDP2 ``reshard_after_forward`` semantics)."""
 
     none = "none"
@@ -31,7 +59,7 @@ class Fsdp(str, Enum):
     hybrid_shard = "hybrid_shard"  # full_shard inside a node, replicate across nodes
 
 
-class Precision(str, Enum):
+class Precision(Choice):
     """The compute dtype: ``fp32``, or autocast (``bf16=True`` / ``fp16=True``). With ``model_dtype=float32`` autocast
     keeps fp32 master weights; ``model_dtype=bfloat16`` with ``bf16`` is pure bf16 training (no fp32 copy). Other
     pairs are refused by the gate (``docs/gate.md``)."""
@@ -41,7 +69,7 @@ class Precision(str, Enum):
     fp16 = "fp16"
 
 
-class Dtype(str, Enum):
+class Dtype(Choice):
     """The storage dtype of the weights (``dtype`` of ``from_config``); see :class:`Precision` for the pairs."""
 
     float32 = "float32"
@@ -49,7 +77,7 @@ class Dtype(str, Enum):
     float16 = "float16"
 
 
-class Device(str, Enum):
+class Device(Choice):
     """Where ranks run: ``auto`` picks CUDA when present, else CPU."""
 
     auto = "auto"
@@ -70,7 +98,7 @@ class ModelConfig:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LauncherConfig:
     """How points are launched: ``launcher=local`` (ranks on this machine) or ``launcher=slurm``."""
 
@@ -86,7 +114,7 @@ class LauncherConfig:
     rerun_statuses: list[str] = field(default_factory=list)
 
 
-class WandbMode(str, Enum):
+class WandbMode(Choice):
     """Where W&B runs go (``wandb=<mode>``, files in ``conf/wandb/``; docs/wandb.md)."""
 
     auto = "auto"  # offline when the wandb package is installed, else off
@@ -95,7 +123,7 @@ class WandbMode(str, Enum):
     online = "online"  # runs sent to the W&B server; offline when no API key or no network
 
 
-@dataclass
+@dataclass(frozen=True)
 class WandbConfig:
     """W&B tracking of a sweep: one run per point, written from the records on the driver when the sweep ends and by
     ``python -m sweeper.report`` (never inside the ranks). Not part of any point's identity."""
@@ -106,11 +134,16 @@ class WandbConfig:
     entity: str | None = None
 
 
-@dataclass
-class SweeperConfig:
-    """One grid point. Every field can be swept with ``-m key=a,b``."""
+@dataclass(frozen=True, kw_only=True)
+class PointKeys:
+    """The keys of one grid point, defined once: their types (what Hydra validates), defaults and meanings.
 
-    model: ModelConfig = field(default_factory=ModelConfig)
+    :class:`SweeperConfig` (the Hydra schema) is these keys plus the sections that say where and how a sweep runs
+    (``model``, ``launcher``, ``cluster``, ``wandb``); :class:`sweeper.config.spec.PointSpec` (one point as plain data)
+    is these keys plus the model's numbers. Neither restates a key, and ``conf/config.yaml`` holds no value: a default
+    changes here and only here (``tests/unit/test_config_definition.py`` checks both).
+    """
+
     # FSDP strategy (TrainingArguments.fsdp); "none" = DDP (or DeepSpeed when zero > 0)
     fsdp: Fsdp = Fsdp.none
     # extra keys merged into TrainingArguments.fsdp_config (version, auto-wrap and checkpointing are set for you)
@@ -165,6 +198,16 @@ class SweeperConfig:
     timing: TimingConfig = field(default_factory=TimingConfig)
     # how the multirun walks the grid: search=grid (every point) or search=frontier (docs/search.md); not identity
     search: SearchConfig = field(default_factory=SearchConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweeperConfig(PointKeys):
+    """The typed Hydra config of the sweep app (``sweeper_schema`` in ``conf/config.yaml``'s defaults list): one grid
+    point's keys (:class:`PointKeys`; every one can be swept with ``-m key=a,b``) and the sections chosen by config
+    group (``model=``, ``launcher=``, ``cluster=``, ``wandb=``). Frozen like its sections; :func:`schema_node` makes
+    the node overridable (values still typed)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
@@ -279,10 +322,12 @@ class SlurmLauncherConf:
 
 
 def _writable_node(cls: type) -> Any:
-    """``OmegaConf.structured(cls)`` with every nested frozen section writable (its values still typed)."""
+    """``OmegaConf.structured(cls)`` with the frozen root and every nested frozen section writable (its values still
+    typed)."""
     from omegaconf import DictConfig, OmegaConf
 
-    node = OmegaConf.structured(cls, flags={"readonly": False})
+    node = OmegaConf.structured(cls)
+    OmegaConf.set_readonly(node, False)  # a frozen root is read-only too
 
     def writable(n: Any) -> None:
         for key in n:

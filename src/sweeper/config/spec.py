@@ -9,12 +9,16 @@ No torch import here: validating a large grid must stay fast.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import shlex
-from dataclasses import asdict, dataclass, field, replace
+import typing
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from sweeper.config.frozen import Memoised, plain_copy
+from sweeper.config.schema import Choice, PointKeys
 from sweeper.config.sections import PlanConfig, SearchConfig, TimingConfig, from_mapping
 from sweeper.redact import redact_tree
 
@@ -25,51 +29,28 @@ _USER_TREES = ("fsdp_config", "deepspeed_config", "training_args", "callbacks")
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length")
 
 
-@dataclass(frozen=True)
-class PointSpec(Memoised):
-    """Everything one point needs, as plain data (see :class:`sweeper.config.schema.SweeperConfig` for each key).
+@dataclass(frozen=True, kw_only=True)
+class PointSpec(PointKeys, Memoised):
+    """Everything one point needs, as plain data: the point's keys as the schema defines them
+    (:class:`sweeper.config.schema.PointKeys`: types, defaults and meanings, stated there once) and the model's
+    numbers. ``model`` is the architecture's name; ``model_type``, ``decoder_layer`` and ``model_config`` carry its
+    numbers; ``timed_auto`` records ``timed_steps=auto`` (then ``timed_steps`` holds its cap).
 
-    ``model`` is the architecture's name; ``model_type``, ``decoder_layer`` and ``model_config`` carry its numbers.
+    A key with a fixed set of values holds its schema member (:class:`sweeper.config.schema.Choice`: it compares,
+    prints and serialises as its string), so a spec from any source (a composed config, a ``spec.json``) is typed
+    the same.
+
+    Raises:
+        ValueError: a value outside a key's choices (``fsdp="sharded"``).
+        TypeError: a key the spec does not have.
     """
 
     model: str
     model_type: str
     decoder_layer: str
     model_config: dict[str, Any]
-    fsdp: str
-    fsdp_config: dict[str, Any]
-    gc: bool
-    use_reentrant: bool
-    precision: str
-    model_dtype: str
-    zero: int
-    deepspeed_config: dict[str, Any]
-    per_device_batch_size: int | str  # samples, or "auto" (search the largest that fits)
-    seq_len: int
-    grad_accum: int
-    ranks_per_node: int
-    nodes: int
-    device: str
-    warmup_steps: int
-    timed_steps: int | str  # steps; with timed_auto, the cap (timing["max_timed_steps"]); a bad str: the gate refuses
-    memory_steps: int
-    profile_steps: int
-    eval: bool
-    seed: int
-    timeout_s: float
-    training_args: dict[str, Any] = field(default_factory=dict)
-    callbacks: list[Any] = field(default_factory=list)
-    profile_trace: bool = True
-    host_mem_limit_gib: float | None = None
-    prune: bool = False
-    train_tokens: float = 1.0e12
-    plan: PlanConfig = field(default_factory=PlanConfig)  # capacity planning's assumptions (budgets, not identity)
     # timed_steps=auto: the timed window ends when the median is known within timing.ci_rel (identity)
     timed_auto: bool = False
-    # ci_rel, min/max_timed_steps, contention_warn_frac (budgets, not identity)
-    timing: TimingConfig = field(default_factory=TimingConfig)
-    # how the multirun walks the grid, and which window this job measures (budgets, not identity: docs/search.md)
-    search: SearchConfig = field(default_factory=SearchConfig)
 
     def __post_init__(self) -> None:
         # plain data (a composed config's container, a spec.json of any version: partial sections) becomes the
@@ -77,6 +58,8 @@ class PointSpec(Memoised):
         object.__setattr__(self, "plan", from_mapping(PlanConfig, self.plan))
         object.__setattr__(self, "timing", from_mapping(TimingConfig, self.timing))
         object.__setattr__(self, "search", from_mapping(SearchConfig, self.search))
+        for name, choice in _choice_fields().items():
+            object.__setattr__(self, name, choice(getattr(self, name)))
 
     @property
     def world_size(self) -> int:
@@ -129,7 +112,7 @@ class PointSpec(Memoised):
         """Plain dict of every field (JSON-serialisable): a fresh copy, the caller's to change. The fields are walked
         once (``dataclasses.asdict``, ~0.2 ms; a submission asks several times per point) and each call copies that
         snapshot (:func:`~sweeper.config.frozen.plain_copy`)."""
-        return plain_copy(self.memoised("plain", lambda: asdict(self)))
+        return plain_copy(self.memoised("plain", lambda: asdict(self, dict_factory=_plain_items)))
 
     def to_json(self) -> str:
         """:meth:`to_dict` as JSON text with sorted keys (values JSON cannot hold as their ``str``), computed once."""
@@ -181,6 +164,23 @@ def from_config(cfg: Any) -> PointSpec:
 def _plain(v: Any) -> Any:
     """Enums to their value, leave everything else."""
     return getattr(v, "value", v)
+
+
+def _plain_items(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``asdict``'s dict factory: a :class:`Choice` member becomes its plain ``str`` (what JSON, Parquet and every
+    reader of :meth:`PointSpec.to_dict` see)."""
+    return {k: _plain(v) if isinstance(v, Choice) else v for k, v in items}
+
+
+@functools.cache
+def _choice_fields() -> dict[str, type[Choice]]:
+    """The spec's keys typed by a :class:`Choice` in the schema, and their type."""
+    hints = typing.get_type_hints(PointSpec)
+    return {
+        f.name: hints[f.name]
+        for f in dataclasses.fields(PointSpec)
+        if isinstance(hints[f.name], type) and issubclass(hints[f.name], Choice)
+    }
 
 
 def model_max_seq_len(spec: PointSpec) -> int | None:

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.capacity.hostcomm import CACHE_ENV, cache_dir, cpu_model
+from sweeper.capacity.hostcomm import cpu_model
+from sweeper.paths import CACHE_ENV, cache_dir
 from sweeper.results.atomic import write_json_atomic
 from sweeper.results.mfu import Peak
 
@@ -34,7 +35,7 @@ FILE = "cpu_peak.json"
 
 def cache_file() -> Path:
     """The cache file: ``$SWEEPER_CACHE_DIR/cpu_peak.json``, else under ``$XDG_CACHE_HOME/sweeper``, else under
-    ``~/.cache/sweeper`` (:func:`sweeper.capacity.hostcomm.cache_dir`, shared with the gloo measurement)."""
+    ``~/.cache/sweeper`` (:func:`sweeper.paths.cache_dir`, shared with the gloo measurement)."""
     return cache_dir() / FILE
 
 

@@ -10,8 +10,8 @@ at its batch. The ranks run under torchrun (:mod:`sweeper.launchers.torchrun`); 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from sweeper.config.sections import ClusterConfig
 from sweeper.config.spec import PointSpec
 from sweeper.launchers.batch_search import search_batch
 from sweeper.launchers.torchrun import launch_ranks, record_launch
@@ -26,11 +26,11 @@ def run_point(
     overrides: list[str],
     sweep: SweepDir,
     rerun: frozenset[str] = frozenset(),
-    cluster: dict[str, Any] | None = None,
+    cluster: ClusterConfig | None = None,
 ) -> Record:
     """Run (or refuse) one point on this machine: :func:`sweeper.point.lifecycle.begin`, its ranks under
     torchrun (bounded by ``timeout_s``), then :func:`sweeper.point.lifecycle.finish`. ``cluster`` is the
-    ``cluster`` config (device memory for capacity planning), plain data.
+    typed ``cluster`` section (device memory for capacity planning).
 
     Returns:
         The record written (or found). Never raises for a failing point: every outcome is a record.

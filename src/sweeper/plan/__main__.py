@@ -14,16 +14,13 @@ that does not fit is an answer); 2 when ``seq_len`` is missing; Hydra's 1 for a 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from sweeper.config.schema import register_configs
 from sweeper.paths import conf_dir
-from sweeper.redact import redact_command_line, task_overrides
+from sweeper.redact import redact_command_line
 from sweeper.results.opening import register_resolver
 
 register_configs()
@@ -40,9 +37,10 @@ def main(cfg: DictConfig) -> None:
     """Hydra task function of a single run (without ``-m``): plan ``cfg`` crossed with the default grid. A
     multirun never calls it (``hydra_plugins.sweeper_plan`` plans the whole sweep at once)."""
     from sweeper.plan.app import plan_run
+    from sweeper.point.context import SweepContext
 
-    hc = HydraConfig.get()
-    plan_run(cfg, task_overrides(hc), Path(hc.run.dir))
+    ctx = SweepContext.of(cfg)
+    plan_run(cfg, list(ctx.overrides), ctx.sweep.path)
 
 
 def cli() -> None:

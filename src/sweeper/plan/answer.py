@@ -14,9 +14,10 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper import units
 from sweeper.plan.rows import PLANNED
-from sweeper.report.fmt import cli, missing
-from sweeper.units import GIB
+from sweeper.report.fmt import cli
+from sweeper.units import missing
 
 #: Rows within this fraction of the fastest's days are named beside it: the time model's error on this machine's
 #: benchmark is 10-25 % (benchmarks/README.md, ``plan_time.py``), so such rows are not told apart by it.
@@ -48,10 +49,6 @@ def _at_best_batch(row: pd.Series) -> tuple[Any, Any, Any, Any, bool]:
     return days, hours, tps, int(row["per_device_batch_size"]), False
 
 
-def _days(v: float) -> str:
-    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
-
-
 def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
     """One line per (model, cluster) of the plan's rows ``df`` (:func:`sweeper.plan.rows.plan_frame`), plus one per
     group with rows whose fit is unknown; ``keys`` are the columns that tell rows apart besides ``engine`` (``gc``
@@ -71,7 +68,7 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
                 small = known.loc[pd.to_numeric(known["predicted_device_bytes"]).idxmin()]
                 out.append(
                     f"Answer{where}: no configuration is predicted to fit. The smallest, {_label(small, keys)}, "
-                    f"needs {float(small['predicted_device_bytes']) / GIB:,.2f} GiB per device"
+                    f"needs {units.in_unit(small['predicted_device_bytes'], 'GiB')} per device"
                 )
             else:
                 out.append(f"Answer{where}: no configuration is predicted to fit")
@@ -91,22 +88,22 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
             else:
                 days, device, row, hours, tps, batch, at_max = min(choices, key=lambda c: (c[0], c[1]))
                 # the device bytes are the planned batch's; at a larger batch the model knows only that it fits
-                memory = f"{device / GIB:,.2f} GiB per device"
+                memory = f"{units.in_unit(device, 'GiB')} per device"
                 cap, margin = row["predicted_device_mem_bytes"], row["predicted_margin"]
                 if batch != int(row["per_device_batch_size"]) and not missing(cap) and not missing(margin):
-                    memory = f"within the usable {float(cap) * (1 - float(margin)) / GIB:,.2f} GiB per device"
+                    memory = f"within the usable {units.in_unit(float(cap) * (1 - float(margin)), 'GiB')} per device"
                 nodes, per_node = int(row["nodes"]), int(row["ranks_per_node"])
                 devices = f"{nodes * per_node} devices ({nodes} node(s) x {per_node})"
                 batch_text = f"per_device_batch_size={batch}" + (" (the largest predicted to fit)" if at_max else "")
                 close = [
-                    f"{_label(c[2], keys)} ({_days(c[0])} days)"
+                    f"{_label(c[2], keys)} ({units.days(c[0])} days)"
                     for c in sorted(choices, key=lambda c: (c[0], c[1]))
                     if c[2] is not row and c[0] <= days * (1 + NEAR)
                 ]
                 also = f"; within {NEAR:.0%} of it: {', '.join(close)}" if close else ""
                 out.append(
                     f"Answer{where}: fastest predicted to fit: {_label(row, keys)} at {batch_text}: "
-                    f"{float(tps):,.0f} tokens/s per device, {_days(days)} days and {float(hours):,.0f} GPU-hours "
+                    f"{float(tps):,.0f} tokens/s per device, {units.days(days)} days and {float(hours):,.0f} GPU-hours "
                     f"on {devices} for train_tokens={float(row['train_tokens']):.3g} ({memory}){also}. "
                     "A prediction: measure it before relying on it"
                 )

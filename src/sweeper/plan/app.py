@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 
 from sweeper.config.schema import ClusterConfig
 from sweeper.config.spec import shell_command
-from sweeper.redact import task_overrides
+from sweeper.point.context import SweepContext
 
 #: File names in the output directory.
 CSV, MARKDOWN, PNG = "plan.csv", "plan.md", "plan.png"
@@ -59,7 +59,7 @@ def plan_multirun(
     from sweeper.plan.points import expand
 
     configs = compose_points(config_loader, master_config, points)
-    out_dir = Path(master_config.hydra.sweep.dir)
+    out_dir = SweepContext.of(master_config).sweep.path
     if any(c.plan.deadline_days is not None for c in configs):
         return answer_deadline(configs, named, out_dir)
     return make_plan(expand(configs, named), out_dir)
@@ -68,24 +68,25 @@ def plan_multirun(
 class RequireCallback(Callback):
     """Hydra callback (``conf/plan.yaml``): before Hydra makes any directory, :func:`require` the keys a plan
     needs from the command line (a multirun: or from ``hydra.sweeper.params``, as a named grid gives them), and
-    refuse an output folder that cannot be made (exit 2, :func:`sweeper.hydra_callbacks.refuse_unusable_folder`)."""
+    refuse an output folder that cannot be made (exit 2,
+    :meth:`~sweeper.point.context.SweepContext.refuse_unusable_folder`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweeper.hydra_callbacks import refuse_unusable_folder
         from sweeper.plan.points import named_keys
 
-        require(named_keys(task_overrides(config.hydra)))
+        ctx = SweepContext.of(config)
+        require(named_keys(list(ctx.overrides)))
         require_calibration(config)
-        refuse_unusable_folder(Path(config.hydra.run.dir), "hydra.run.dir")  # makes the folder: last
+        ctx.refuse_unusable_folder()  # makes the folder: last
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweeper.hydra_callbacks import refuse_unusable_folder
         from sweeper.plan.points import named_keys
 
+        ctx = SweepContext.of(config)
         params = config.hydra.sweeper.get("params") or {}
-        require(named_keys(task_overrides(config.hydra)) | set(params))
+        require(named_keys(list(ctx.overrides)) | set(params))
         require_calibration(config)
-        refuse_unusable_folder(Path(config.hydra.sweep.dir), "hydra.sweep.dir")  # makes the folder: last
+        ctx.refuse_unusable_folder()  # makes the folder: last
 
 
 def require_calibration(config: DictConfig) -> None:

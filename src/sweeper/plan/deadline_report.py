@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from sweeper.plan.deadline import MET, Question
 from sweeper.report import md
-from sweeper.report.fmt import MISSING, cli, missing, num, text
+from sweeper.report.fmt import cli, text
+from sweeper.units import MISSING, count, days, missing, num
 
 #: File names in the output directory (``plan.csv`` holds every row evaluated).
 CSV, MARKDOWN = "deadline.csv", "deadline.md"
@@ -24,14 +24,6 @@ def _configuration(row: pd.Series) -> str:
     return f"{row['engine']}, gc={cli(bool(row['gc']))}, per_device_batch_size={int(row['per_device_batch_size'])}"
 
 
-def _int(v: Any) -> str:
-    return MISSING if missing(v) else f"{int(v):,}"
-
-
-def _days(v: Any) -> str:
-    return MISSING if missing(v) else f"{float(v):.3g}"
-
-
 def display(answers: pd.DataFrame) -> pd.DataFrame:
     """Display strings of the answers, best first: cluster, answer, nodes, GPUs, configuration, tokens/s per
     device, days, GPU-hours, cost."""
@@ -39,11 +31,11 @@ def display(answers: pd.DataFrame) -> pd.DataFrame:
         {
             "cluster": [text(v) for v in answers["cluster"]],
             "answer": [text(v) for v in answers["status"]],
-            "nodes": [_int(v) for v in answers["nodes"]],
-            "GPUs": [_int(v) for v in answers["world_size"]],
+            "nodes": [count(v) for v in answers["nodes"]],
+            "GPUs": [count(v) for v in answers["world_size"]],
             "configuration": [_configuration(r) for _, r in answers.iterrows()],
             "tokens/s/device": [num(v) for v in answers["predicted_tokens_per_s_per_device"]],
-            "days": [_days(v) for v in answers["predicted_train_days"]],
+            "days": [days(v) for v in answers["predicted_train_days"]],
             "GPU-hours": [num(v) for v in answers["predicted_gpu_hours"]],
             "cost": [num(v) for v in answers["predicted_cost"]],
         }

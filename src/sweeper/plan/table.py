@@ -18,8 +18,8 @@ from sweeper.config.schema import ClusterConfig, PlanConfig
 from sweeper.config.spec import PointSpec
 from sweeper.plan.rows import plan_axes, term_columns
 from sweeper.report import md
-from sweeper.report.fmt import MISSING, cli, missing, num, text
-from sweeper.units import GIB
+from sweeper.report.fmt import cli, text
+from sweeper.units import days, in_unit, missing, num, percent, yes_no
 
 #: Point keys that get a table column only when they differ between rows (else the header states them once).
 VARYING = (
@@ -51,38 +51,23 @@ def varying(df: pd.DataFrame) -> list[str]:
 
 
 def _gib(v: Any) -> str:
-    """Bytes as GiB: two decimals from 0.01 GiB up, else three significant digits (a tiny model's 0.00123)."""
-    if missing(v):
-        return MISSING
-    x = float(v) / GIB
-    return f"{x:,.2f}" if x >= 0.01 or x == 0 else f"{x:.3g}"
-
-
-def _fits(v: Any) -> str:
-    return "unknown" if missing(v) else ("yes" if v else "no")
-
-
-def _pct(v: Any) -> str:
-    return MISSING if missing(v) else f"{100 * float(v):.1f} %"
-
-
-def _days(v: Any) -> str:
-    return MISSING if missing(v) else (f"{float(v):,.0f}" if float(v) >= 100 else f"{float(v):.3g}")
+    """Bytes as GiB, the unit in the column's header (:func:`sweeper.units.in_unit`)."""
+    return in_unit(v, "GiB", label=False)
 
 
 #: The main table: (header, plan column, format). Sizes in GiB, throughput in tokens/s per device.
 _MAIN: tuple[tuple[str, str, Any], ...] = (
-    ("fits", "fits", _fits),
+    ("fits", "fits", yes_no),
     ("max batch", "max_per_device_batch_size", text),
     ("peak GiB", "predicted_peak_bytes", _gib),
     ("on device GiB", "predicted_device_bytes", _gib),
     ("peak in", "predicted_peak_phase", text),
     ("tokens/s/device", "predicted_tokens_per_s_per_device", num),
-    ("MFU", "predicted_mfu", _pct),
-    ("days", "predicted_train_days", _days),
+    ("MFU", "predicted_mfu", percent),
+    ("days", "predicted_train_days", days),
     ("GPU-hours", "predicted_gpu_hours", num),
     ("tokens/s/device at max batch", "predicted_tokens_per_s_per_device_at_max_batch", num),
-    ("days at max batch", "predicted_train_days_at_max_batch", _days),
+    ("days at max batch", "predicted_train_days_at_max_batch", days),
 )
 
 
@@ -104,7 +89,7 @@ def _keys(df: pd.DataFrame) -> pd.DataFrame:
 #: Host-memory columns, shown when a row offloads states to the host (ZeRO-Offload, FSDP cpu_offload).
 _HOST: tuple[tuple[str, str, Any], ...] = (
     ("host GiB/node", "predicted_host_bytes_per_node", _gib),
-    ("host fits", "predicted_host_fits", _fits),
+    ("host fits", "predicted_host_fits", yes_no),
 )
 
 

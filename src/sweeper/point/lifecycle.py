@@ -364,7 +364,7 @@ def internal_error(
     overrides: list[str],
     sweep: SweepDir,
     exc: BaseException,
-    cluster: dict[str, Any] | None = None,
+    cluster: ClusterConfig | None = None,
 ) -> Record:
     """Record a failure of sweeper's own code on one point (status ``error``, kind ``internal``) so that the grid
     goes on and the report is written; the reason carries the exception's type and text, literally. The record

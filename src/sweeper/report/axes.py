@@ -11,9 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.report.fmt import cli, missing
+from sweeper.report.fmt import cli
 from sweeper.report.md import code
 from sweeper.results.row import config_columns
+from sweeper.units import missing
 
 #: The most values the grid section lists for one varying key.
 GRID_MAX_VALUES = 20

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sweeper.report.build import build_report
-from sweeper.results.sweepdir import POINTS_DIR, SweepDir
+from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking import RunsWriter, sweep_settings
 from sweeper.tracking.settings import MODES
 
@@ -54,14 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sweep_dir: Path = args.sweep_dir
     sweep = SweepDir(sweep_dir)
-    if not sweep_dir.is_dir():
-        print(f"sweeper.report: error: sweep directory {sweep_dir} does not exist", file=sys.stderr)
-        return 2
-    if not sweep.is_sweep():
-        print(
-            f"sweeper.report: error: {sweep_dir} has no {POINTS_DIR}/ folder; is it a sweep directory?",
-            file=sys.stderr,
-        )
+    why = sweep.not_a_sweep()
+    if why:
+        print(f"sweeper.report: error: {why}", file=sys.stderr)
         return 2
     try:
         if _submitted(sweep):  # learn from SLURM how ended jobs ended before reporting

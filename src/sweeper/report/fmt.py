@@ -1,39 +1,17 @@
-"""Values for people: numbers with thousands separators or significant digits, booleans as on the command line,
-and the report's memory unit. Plain text only: Markdown escaping is :mod:`sweeper.report.md`'s job."""
+"""The report's values for people beyond :mod:`sweeper.units` (which writes every number, size, percent, day count
+and boolean): settings as the command line spells them, the report's memory unit, capped lists. Plain text only:
+Markdown escaping is :mod:`sweeper.report.md`'s job."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sweeper.units import GIB, MIB, significant
-
-#: What a missing value shows as.
-MISSING = "—"
-
-
-def missing(v: Any) -> bool:
-    """True for None, ``pd.NA`` and NaN."""
-    if v is None or v is pd.NA:
-        return True
-    return isinstance(v, float) and math.isnan(v)
-
-
-def num(v: Any, scale: float = 1.0, digits: int = 4, zeros: bool = False) -> str:
-    """``v / scale`` for people: thousands separators from 1,000 up, else ``digits`` significant digits (trailing
-    zeros kept when ``zeros``, so 3 GiB reads "3.00"); "—" if missing; ``str(v)`` if not a number."""
-    if missing(v):
-        return MISSING
-    try:
-        x = float(v) / scale
-    except (TypeError, ValueError):
-        return str(v)
-    return significant(x, digits, zeros)
+from sweeper.units import GIB, MIB, MISSING, flag, missing
 
 
 def text(v: Any) -> str:
@@ -44,7 +22,7 @@ def text(v: Any) -> str:
 def cli(v: Any) -> str:
     """A setting's value as the command line spells it: ``true``/``false``, ``null``, nested values as JSON."""
     if isinstance(v, (bool, np.bool_)):
-        return "true" if v else "false"
+        return flag(v)
     if isinstance(v, (list, dict, tuple)):
         return json.dumps(v, sort_keys=True, default=str)
     return "null" if v is None or v is pd.NA else str(v)

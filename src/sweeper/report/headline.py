@@ -25,10 +25,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from sweeper.report.fmt import cli, cli_overrides, missing, num
+from sweeper.report.fmt import cli, cli_overrides
 from sweeper.report.md import code, escape
 from sweeper.results.frontier import mark_ties
-from sweeper.units import GIB
+from sweeper.units import GIB, missing, num
 
 #: Tied points named before "and N more".
 MAX_TIED = 3

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from sweeper.report.fmt import capped, missing, num, text
+from sweeper.report.fmt import capped, text
 from sweeper.report.headline import config_name, lost_frac
 from sweeper.report.md import code, escape
+from sweeper.units import missing, num, percent
 
 #: Contended points named one by one in the Results section before "and N more" (:func:`contention_notes`).
 MAX_CONTENDED = 5
@@ -86,24 +87,15 @@ def method_notes(df: pd.DataFrame, mem_unit: str = "GiB") -> list[str]:
     ]
 
 
-def _pct(frac: float | None) -> str:
-    """A fraction in percent for a sentence: ``0.234`` -> ``23``, ``1.5`` -> ``150``, ``0.012`` -> ``1.2``,
-    ``0.05`` -> ``5``; "—" if missing (None, NaN, or a table's ``pd.NA``)."""
-    if frac is None or missing(frac):
-        return num(frac)
-    x = float(frac) * 100
-    return f"{x:.0f}" if x >= 9.95 or round(x, 1) == round(x) else f"{x:.1f}"
-
-
 def contention_sentence(name: str, frac: float, steal: float | None = None) -> str:
     """The plain sentence (Markdown) that names a contended point: ``name`` is Markdown already (a code span);
     ``frac`` its ``runqueue_wait_frac``, ``steal`` its ``steal_frac`` (fractions, shown in percent; the steal only
     when it is the larger or above 1 %)."""
     parts = []
     if not pd.isna(frac):
-        parts.append(f"a rank's training thread waited {_pct(frac)} % of the timed window for a CPU")
+        parts.append(f"a rank's training thread waited {percent(frac, None)} of the timed window for a CPU")
     if steal is not None and not pd.isna(steal) and (steal >= 0.01 or pd.isna(frac) or steal > frac):
-        parts.append(f"the hypervisor took {_pct(steal)} % of the host's CPU time (steal)")
+        parts.append(f"the hypervisor took {percent(steal, None)} of the host's CPU time (steal)")
     return (
         f"{name} was measured under CPU contention: {' and '.join(parts) or 'its contention was recorded'}; compare "
         "it with other points only after a rerun on a quiet machine."
@@ -188,7 +180,7 @@ def contention_method_note(df: pd.DataFrame) -> str:
     col = "timing.contention_warn_frac"
     values = pd.to_numeric(df[col], errors="coerce").dropna() if col in df.columns else pd.Series(dtype=float)
     levels = sorted(set(values)) or [DEFAULT_CONTENTION_WARN_FRAC]
-    threshold = " or ".join(f"{_pct(v)} %" for v in levels)
+    threshold = " or ".join(percent(v, None) for v in levels)
     return (
         "CPU contention: `runqueue_wait_frac` = seconds a rank's training thread waited on a CPU run queue during "
         "the timed window (runnable, but another thread or process held the CPU; Linux schedstat) / the "

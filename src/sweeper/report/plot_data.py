@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from sweeper.report.fmt import cli, cli_overrides, mem_unit, missing, num, text
+from sweeper.report.fmt import cli, cli_overrides, mem_unit, text
 from sweeper.results.frontier import throughput_interval
-from sweeper.units import GIB, MIB
+from sweeper.units import GIB, MIB, missing, num, percent
 
 #: Headroom above the highest measured tokens/s (top of its interval bar) on the y axis (fraction of it).
 Y_HEADROOM = 1.15
@@ -173,8 +173,8 @@ def _predicted_hovers(df: pd.DataFrame, px: pd.Series, py: pd.Series, unit: str)
     ):
         lines = [
             f"{pid} (predicted)",
-            f"tokens/s/device: {num(y)}" + ("" if missing(e_tps) else f" ({float(e_tps) * 100:+.1f} % vs measured)"),
-            f"peak: {num(x, 1, 3, zeros=True)} {unit}" + ("" if missing(e_mem) else f" ({float(e_mem) * 100:+.1f} %)"),
+            f"tokens/s/device: {num(y)}" + ("" if missing(e_tps) else f" ({percent(e_tps, sign=True)} vs measured)"),
+            f"peak: {num(x, 1, 3, zeros=True)} {unit}" + ("" if missing(e_mem) else f" ({percent(e_mem, sign=True)})"),
         ]
         out.append("<b>" + "<br>".join(html.escape(t) for t in lines).replace("<br>", "</b><br>", 1))
     return out

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from sweeper.report.fmt import capped, missing, text
+from sweeper.report.fmt import capped, text
 from sweeper.report.md import code, escape, one_line
 from sweeper.report.tables import APART
 from sweeper.results.record import Record
+from sweeper.units import missing, percent
 
 if TYPE_CHECKING:
     from sweeper.capacity.calibrate import Calibration
@@ -58,13 +59,9 @@ class ErrorStat:
             return f"{self.what}: no ok point has both a prediction and a measurement"
         pid, signed = self.worst
         return (
-            f"{self.what}: median |error| {_pct(self.median_abs)}, max {_pct(self.max_abs)} "
+            f"{self.what}: median |error| {percent(self.median_abs)}, max {percent(self.max_abs)} "
             f"({signed * 100:+.1f} % on {pid}), {self.n:,} ok point{'s' if self.n != 1 else ''}"
         )
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x * 100:.1f} %"
 
 
 def error_stats(df: pd.DataFrame) -> list[ErrorStat]:

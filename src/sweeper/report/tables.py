@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from sweeper.report.fmt import MISSING, cli, mem_unit, missing, num, text
-from sweeper.units import GIB, MIB
+from sweeper.report.fmt import cli, mem_unit, text
+from sweeper.units import GIB, MIB, MISSING, missing, num, percent
 
 FRONTIER_MARK = "★"
 FRONTIER_DEFINITION = (
@@ -74,11 +74,11 @@ def results_table(
     if _any(ok, "predicted_peak_bytes"):
         if predicted_values:
             out[f"predicted peak ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]
-        out["peak error (%)"] = [signed_pct(v) for v in ok["peak_mem_rel_error"]]
+        out["peak error (%)"] = [percent(v, sign=True, unit="") for v in ok["peak_mem_rel_error"]]
     if _any(ok, "predicted_tokens_per_s_per_device"):
         if predicted_values:
             out["predicted tokens/s/device"] = [num(v) for v in ok["predicted_tokens_per_s_per_device"]]
-        out["tokens/s error (%)"] = [signed_pct(v) for v in ok["tokens_per_s_per_device_rel_error"]]
+        out["tokens/s error (%)"] = [percent(v, sign=True, unit="") for v in ok["tokens_per_s_per_device_rel_error"]]
     out["point"] = ok["point_id"].astype(str).tolist()
     return pd.DataFrame(out, dtype=object)
 
@@ -96,12 +96,6 @@ def frontier_marks(ok: pd.DataFrame) -> list[str]:
 
 def _any(df: pd.DataFrame, column: str) -> bool:
     return column in df.columns and bool(df[column].notna().any())
-
-
-def signed_pct(v: float | None) -> str:
-    """A relative error (fraction) in percent with its sign, one decimal: ``0.041`` -> ``+4.1``; "—" if missing
-    (None, NaN, or a table's ``pd.NA``)."""
-    return MISSING if v is None or missing(v) else f"{float(v) * 100:+.1f}"
 
 
 def results_details_table(df: pd.DataFrame, unit: tuple[str, int] | None = None) -> pd.DataFrame:

@@ -216,6 +216,15 @@ class SweepDir:
         """Whether the directory holds a ``points/`` folder (what every CLI checks before reading)."""
         return self.points_dir.is_dir()
 
+    def not_a_sweep(self) -> str | None:
+        """Why this folder cannot be read as a sweep, in one clause every CLI that reads one prints after its name
+        (``python -m sweeper.report``, ``.status``, ``.wandb_report``, ``.tracking``), or None when it can."""
+        if not self.path.is_dir():
+            return f"sweep directory {self.path} does not exist"
+        if not self.is_sweep():
+            return f"{self.path} has no {POINTS_DIR}/ folder; is it a sweep directory?"
+        return None
+
     # -- sweep.json ------------------------------------------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from sweeper.search.order import Measured, overhead_estimate
 from sweeper.search.state import history
-from sweeper.units import MIB
+from sweeper.units import in_unit
 
 if TYPE_CHECKING:
     from sweeper.search.driver import Point
@@ -95,7 +95,7 @@ def _tps(x: float) -> str:
 
 def _mib(x: float) -> str:
     """Bytes as MiB (2**20 bytes, the report's unit on CPU), to the KiB: near-equal peaks stay apart."""
-    return f"{x / MIB:,.3f} MiB"
+    return in_unit(x, "MiB", 3)
 
 
 def refuse_many(points: Sequence[tuple[PointSpec, list[str], Target]], sweep: SweepDir) -> list[Record | None]:

@@ -360,21 +360,22 @@ def grid_points(config_loader: Any, config: Any, job_overrides: list[list[str]])
     """
     from hydra.core.utils import filter_overrides
 
-    from sweeper.config.compose import compose_points, plain_node
+    from sweeper.config.compose import compose_points
     from sweeper.config.spec import from_config
     from sweeper.point import preflight
+    from sweeper.point.context import SweepContext
     from sweeper.point.lifecycle import identity_of, target_for
 
-    launcher = str(config.launcher.name)
-    if launcher != "local" and not config.launcher.wait:
+    ctx = SweepContext.of(config)
+    launcher = ctx.launcher.name
+    if launcher != "local" and not ctx.launcher.wait:
         raise ValueError("search=frontier needs launcher.wait=true: it decides on the records of its jobs as they end")
     if str(config.search.screen) not in ("auto", "always", "never"):
         raise ValueError(f"search.screen={config.search.screen!r}: use auto, always or never")
     if not 0 < float(config.search.coverage) < 1:
         raise ValueError(f"search.coverage={config.search.coverage!r}: a fraction between 0 and 1 (0.9: 90 %)")
-    cluster = plain_node(config.cluster)
     specs = [from_config(cfg) for cfg in compose_points(config_loader, config, job_overrides)]
-    targets = [target_for(spec, launcher, cluster) for spec in specs]
+    targets = [target_for(spec, launcher, ctx.cluster) for spec in specs]
     # a point's id is the lifecycle's (identity_of: without the entries the libraries resolve away), the folder its
     # records are written to; the libraries are asked in one go for the points that may restate something
     preflight.refusals([(s, t) for s, t in zip(specs, targets, strict=True) if preflight.may_restate(s)])

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweeper.results.sweepdir import POINTS_DIR, SweepDir
+from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.settings import WandbSettings
 from sweeper.tracking.writer import write_runs
 
@@ -27,8 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--entity", default=None)
     args = parser.parse_args(argv)
     sweep = SweepDir(args.sweep_dir)
-    if not sweep.is_sweep():
-        print(f"sweeper.tracking: error: {args.sweep_dir} has no {POINTS_DIR}/ folder", file=sys.stderr)
+    why = sweep.not_a_sweep()
+    if why:
+        print(f"sweeper.tracking: error: {why}", file=sys.stderr)
         return 2
     try:
         result = write_runs(sweep, WandbSettings(args.mode, args.project, args.entity), args.mode)

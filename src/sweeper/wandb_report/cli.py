@@ -14,7 +14,7 @@ from typing import Any
 
 from sweeper.report.md import one_line
 from sweeper.results.atomic import write_text_atomic
-from sweeper.results.sweepdir import POINTS_DIR, WANDB_REPORT_FILE, SweepDir
+from sweeper.results.sweepdir import WANDB_REPORT_FILE, SweepDir
 from sweeper.tracking.settings import api_key_available
 from sweeper.wandb_report.spec import ReportPlan, publish_commands
 
@@ -72,11 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sweep_dir: Path = args.sweep_dir
     sweep = SweepDir(sweep_dir)
-    if not sweep_dir.is_dir():
-        _error(f"sweep directory {sweep_dir} does not exist")
-        return 2
-    if not sweep.is_sweep():
-        _error(f"{sweep_dir} has no {POINTS_DIR}/ folder; is it a sweep directory?")
+    why = sweep.not_a_sweep()
+    if why:
+        _error(why)
         return 2
     try:
         import wandb_workspaces.reports.v2  # noqa: F401

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pandas as pd
 
 from sweeper.report.axes import grid_of
-from sweeper.report.fmt import cli, missing, num
+from sweeper.report.fmt import cli
 from sweeper.report.md import one_line
 from sweeper.results.collect import collect_records
 from sweeper.results.row import config_columns, records_to_frame
@@ -35,6 +35,7 @@ from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.manifest import sync_command
 from sweeper.tracking.runs import FRONTIER_TAG, config_path
 from sweeper.tracking.settings import WandbSettings
+from sweeper.units import missing, num, peak_text
 
 if TYPE_CHECKING:
     import wandb_workspaces.reports.v2 as wr
@@ -207,10 +208,6 @@ def plan_report(sweep_dir: SweepDir | Path) -> ReportPlan:
     return plan_from_frame(df, sweep)
 
 
-def _gib(n_bytes: float) -> str:
-    return f"{num(n_bytes, 2**30, 3, zeros=True)} GiB"
-
-
 def paragraph(plan: ReportPlan) -> list[tuple[str, bool]]:
     """The report's paragraph as pieces ``(text, is_code)``: code pieces (names, keys, ids) become inline code,
     so no text from a user is ever read as markup. Throughput in tokens/s per device, peak memory in GiB."""
@@ -225,7 +222,9 @@ def paragraph(plan: ReportPlan) -> list[tuple[str, bool]]:
     for label, p in (("Fastest", plan.fastest), ("Least peak memory", plan.least_memory)):
         if p is not None:
             out += [(f"{label}: ", False), (p.name, True)]
-            out.append((f" ({num(p.tokens_per_s_per_device)} tokens/s per device, {_gib(p.peak_mem_bytes)}). ", False))
+            out.append(
+                (f" ({num(p.tokens_per_s_per_device)} tokens/s per device, {peak_text(p.peak_mem_bytes)}). ", False)
+            )
     if plan.fastest is None:
         out.append(("No point finished ok with measured numbers. ", False))
     statuses = ", ".join(f"{n:,} {s}" for s, n in plan.counts.items())

@@ -21,7 +21,6 @@ import time
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
@@ -36,6 +35,7 @@ from sweeper.launchers.prefetch import prefetch_imports
 from sweeper.launchers.slurm.site import Site, array_chunk, never_runs, read_site, sbatch_fix, sbatch_message
 from sweeper.launchers.slurm.waiting import alive_jobs, wait_for_records
 from sweeper.point import preflight
+from sweeper.point.context import SweepContext
 from sweeper.point.gate import InvalidPoint
 from sweeper.point.lifecycle import Prepared, begin_many, identity_of, refusal_record, target_for, write
 from sweeper.results.incomplete import incomplete
@@ -139,9 +139,11 @@ class SlurmLauncher(Launcher):
         self.hydra_context: Any = None
         self.task_function: Any = None
         self.task_cluster = plain_node(cluster) if cluster is not None else {}
+        self._context: SweepContext | None = None
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
+        self._context = None
         self.hydra_context = hydra_context
         self.task_function = task_function
 
@@ -158,8 +160,7 @@ class SlurmLauncher(Launcher):
 
             return launch_tasks(self, job_overrides, initial_job_idx)
         done = self.submit(job_overrides, initial_job_idx)
-        launcher = plain_node(self.config.launcher)
-        if done.waiting and launcher["wait"]:  # the launcher section is the typed schema's: every key is there
+        if done.waiting and self.context().launcher.wait:
             self.wait(done.waiting)
         elif done.waiting:
             print(
@@ -170,10 +171,16 @@ class SlurmLauncher(Launcher):
             )
         return done.returns
 
+    def context(self) -> SweepContext:
+        """The sweep this launcher submits (:class:`sweeper.point.context.SweepContext`), built once."""
+        assert self.config is not None
+        if self._context is None:
+            self._context = SweepContext.of(self.config)
+        return self._context
+
     def sweep_dir(self) -> SweepDir:
         """The sweep directory (``hydra.sweep.dir``), resolved."""
-        assert self.config is not None
-        return SweepDir(Path(str(self.config.hydra.sweep.dir))).resolved()
+        return self.context().sweep.resolved()
 
     def submit(self, job_overrides: Any, initial_job_idx: int) -> Submission:
         """Submit sweeper's grid points as described in the module doc and return without waiting: each point is
@@ -188,13 +195,12 @@ class SlurmLauncher(Launcher):
 
         assert self.config is not None
         sweep = self.sweep_dir()
-        cluster = plain_node(self.config.cluster)
-        launcher = plain_node(self.config.launcher)
-        if cluster.get("name") in (None, "local"):
+        cluster, launcher = self.context().cluster, self.context().launcher
+        if cluster.name in (None, "local"):
             raise InvalidPoint(
                 "launcher=slurm needs cluster=<name> (cluster=dev is the development cluster)", ("cluster",)
             )
-        rerun = frozenset(launcher["rerun_statuses"])
+        rerun = frozenset(launcher.rerun_statuses)
         submitted = sweep.submitted()
         alive = frozenset(alive_jobs(submitted))
         groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
@@ -241,10 +247,10 @@ class SlurmLauncher(Launcher):
                             print(f"sweeper: SLURM site limits not read ({site_note}); submitting unchecked")
                     cannot = never_runs(
                         site,
-                        cluster.get("partition"),
+                        cluster.partition,
                         spec.nodes,
                         int(params["time"]),
-                        "cluster.time_limit_min" if cluster.get("time_limit_min") is not None else "timeout_s",
+                        "cluster.time_limit_min" if cluster.time_limit_min is not None else "timeout_s",
                     )
                     if cannot is not None:
                         err = InvalidPoint(cannot[0], cannot[1], kind="config", rule="S01")
@@ -274,14 +280,13 @@ class SlurmLauncher(Launcher):
         Returns:
             The points of ``point_ids`` with a final record when it returned (empty after a timeout with none).
         """
-        assert self.config is not None
-        launcher = plain_node(self.config.launcher)
+        launcher = self.context().launcher
         return wait_for_records(
-            self.sweep_dir(), list(point_ids), float(launcher["poll_interval_s"]), launcher["wait_timeout_min"], any_end
+            self.sweep_dir(), list(point_ids), float(launcher.poll_interval_s), launcher.wait_timeout_min, any_end
         )
 
     def _submit(
-        self, sweep: SweepDir, groups: dict, cluster: dict[str, Any], chunk: int | None
+        self, sweep: SweepDir, groups: dict, cluster: ClusterConfig, chunk: int | None
     ) -> tuple[list[Any], set[str]]:
         """Submit each resource group as job arrays of at most ``chunk`` tasks (the site's ``MaxArraySize``; one
         array per group when None). An array sbatch calls an invalid array specification (the site's limit is lower

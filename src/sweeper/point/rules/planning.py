@@ -19,7 +19,7 @@ from sweeper.capacity.offload import NONE, offload_of
 from sweeper.config.spec import PointSpec
 from sweeper.config.target import Target
 from sweeper.point.gate import rule
-from sweeper.units import GIB, MIB
+from sweeper.units import size_text
 
 #: The keys a pruned point names: the switch, the capacity, the margin and the batch that sets the size.
 KEYS = ("prune", "cluster.gpu_mem_gib", "plan.memory_margin", "per_device_batch_size")
@@ -29,9 +29,7 @@ RULE_KEYS = (*KEYS, "cluster.host_mem_gib")
 
 def size(n: float | None) -> str:
     """Bytes for a reason: GiB (2**30 bytes) from 1 GiB up, else MiB (2**20 bytes), binary units labelled."""
-    if n is None:
-        return "unknown"
-    return f"{n / GIB:,.2f} GiB" if abs(n) >= GIB else f"{n / MIB:,.2f} MiB"
+    return "unknown" if n is None else size_text(n)
 
 
 def _prediction(spec: PointSpec, target: Target) -> Any | None:

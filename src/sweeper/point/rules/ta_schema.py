@@ -2,9 +2,10 @@
 
 The driver must not import transformers (it pulls torch in; a 1,000-point grid must not wait for it). The first
 time a transformers version is seen, a helper subprocess (``python -m sweeper.job.ta_fields``, a few seconds)
-prints the fields as JSON; the result is cached in ``$XDG_CACHE_HOME/sweeper/`` (default ``~/.cache/sweeper/``)
-under the transformers version read from package metadata (:func:`importlib.metadata.version`, no import), so
-only the first sweep per version pays for it. A cache file that cannot be read or has the wrong shape is rebuilt.
+prints the fields as JSON; the result is cached in the per-host cache (:func:`sweeper.paths.cache_dir`:
+``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper/``, else ``~/.cache/sweeper/``) under the transformers
+version read from package metadata (:func:`importlib.metadata.version`, no import), so only the first sweep per
+version pays for it. A cache file that cannot be read or has the wrong shape is rebuilt.
 
 :func:`conforms` tells whether a command-line value can be a field's type (the type descriptions are documented in
 :mod:`sweeper.job.ta_fields`).
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from sweeper.paths import cache_dir
 from sweeper.results.atomic import write_json_atomic
 
 #: The helper module run as a subprocess (the rank side: it may import transformers).
@@ -96,12 +97,6 @@ class Schema:
         if not fields:
             raise ValueError("no fields")
         return cls(str(data.get("transformers", "")), fields)
-
-
-def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/sweeper``, or ``~/.cache/sweeper`` (the XDG base-directory default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sweeper"
 
 
 def cache_path(version: str, directory: Path | None = None) -> Path:
