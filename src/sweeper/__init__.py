@@ -9,5 +9,13 @@ The packages follow the stages of a sweep (``docs/architecture.md``):
 - :mod:`sweeper.capacity`: the torch-free memory/time model (``python -m sweeper.plan`` is its app);
 - :mod:`sweeper.results`: the record, the typed row, collection;
 - :mod:`sweeper.report`: the frontier and the report;
-- :mod:`sweeper.failures`: failure classification.
+- :mod:`sweeper.failures`: failure classification;
+- :mod:`sweeper.search`: ``search=frontier``, the frontier without running the whole grid;
+- :mod:`sweeper.tracking`: the W&B runs; :mod:`sweeper.wandb_report`: the W&B comparison report;
+- :mod:`sweeper.plan`: the capacity planner, ``python -m sweeper.plan``.
+
+This package is the container of the layers contract (``pyproject.toml``): it has no floor of its own; every package
+and top-level module in it has one, top to bottom ``__main__ | plan | wandb_report | status``, ``hydra_callbacks``,
+``report``, ``launchers | tracking | search``, ``job``, ``point``, ``capacity``, ``results``, ``config | failures``,
+``units | paths | envinfo | redact``.
 """

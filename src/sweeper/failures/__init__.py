@@ -22,6 +22,9 @@ Modules, one job each:
 
 Units: every byte count is an ``int`` in bytes; sizes printed by the allocators are converted with
 :func:`parse_size` and displayed with :func:`format_bytes` (both from :mod:`sweeper.units`).
+
+Floor (``docs/architecture.md``, the layers): ``config | failures``, beside the config (neither imports the other),
+above the leaves only.
 """
 
 from __future__ import annotations

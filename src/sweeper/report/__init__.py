@@ -24,6 +24,9 @@ overrides) is never markup: it shows literally in report.md and report.html.
 
 This package imports neither torch nor transformers; matplotlib and plotly are imported only inside the functions
 that draw.
+
+Floor (``docs/architecture.md``, the layers): ``report``, below ``hydra_callbacks`` (which builds it at the end of a
+sweep) and above ``launchers | tracking | search``.
 """
 
 from sweeper.report.build import build_report

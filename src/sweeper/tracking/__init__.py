@@ -4,6 +4,8 @@ Nothing here runs inside a rank or in a timed window, and nothing is pickled to 
 written when a sweep ends (:mod:`sweeper.hydra_callbacks`) and again by ``python -m sweeper.report``, in a child process
 (``python -m sweeper.tracking``) with a time limit, so that nothing wandb does (a crash, a hang, a missing module,
 an unwritable folder, no network) can fail a point, a sweep or a report.
+
+Floor (``docs/architecture.md``, the layers): ``launchers | tracking | search``, below ``report`` and above ``job``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ API and prints its URL. Modules: :mod:`~sweeper.wandb_report.spec` (what the rep
 
 ``wandb`` and ``wandb_workspaces`` (the ``tracking`` extra) are imported only inside functions: importing this
 package needs neither.
+
+Floor (``docs/architecture.md``, the layers): the apps, ``__main__ | plan | wandb_report | status``, the top floor.
 """
 
 from sweeper.wandb_report.cli import main

@@ -17,6 +17,8 @@
 
 Data the rules read: :mod:`.known_keys` (passthrough keys and their sources), :mod:`.ta_schema` (the installed
 ``TrainingArguments`` fields). ``docs/gate.md`` lists every rule.
+
+Floor (``docs/architecture.md``, the layers): part of ``point``, below ``job`` and above ``capacity``.
 """
 
 from sweeper.point.rules import (
