@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.results.sweepdir import SweepDir
+from tests.environment import restored_environment
 from tests.spawn_guard import pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401  (the fast tier's guard)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,6 +66,14 @@ def _cpu_peak_cache(tmp_path_factory):
     directory: the first CPU point of the session measures it, the others reuse it, as on a user's host."""
     os.environ.setdefault("SWEEPER_CACHE_DIR", str(tmp_path_factory.mktemp("sweeper-cache")))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Every test leaves ``os.environ`` as it found it, whatever the code it ran wrote there (tests/environment.py
+    says which libraries write it and what leaked before)."""
+    with restored_environment():
+        yield
 
 
 def _sweeper_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 
+import matplotlib.font_manager  # noqa: F401  (see below)
 import pytest
 
 from sweeper.point.rules import ta_schema
 from sweeper.point.rules.ta_schema import training_args_schema
+
+# matplotlib builds its font cache the first time it is imported on a machine, by running ``fc-list``: imported here,
+# at collection (outside the guard), so the report tests that draw a PNG start no process on a fresh machine either
+# (a fresh clone's ``pytest tests/unit`` failed 33 of them; in the full tier an integration test had built the cache).
 
 
 @pytest.fixture(autouse=True, scope="session")
