@@ -40,7 +40,7 @@ def assert_states_and_peak_predicted(records: list[Record]) -> None:
             "param": (st.param_bytes, m["param_bytes_per_rank"]),
             "optimizer_state": (st.optimizer_state_bytes, m["optimizer_state_bytes_per_rank"]),
         }
-        if spec.zero:
+        if spec.deepspeed:
             assert st.grad_bytes is None and m["grad_bytes_per_rank"] is None, _label(r)
         else:
             pairs["grad"] = (st.grad_bytes, m["grad_bytes_per_rank"])

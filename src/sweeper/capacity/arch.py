@@ -278,6 +278,40 @@ class Arch:
         layer += [(h, 1), (h, 1)]
         return [(v, h), *layer * self.layers, (h, 1), *([] if self.tied else [(v, h)])]
 
+    def tp_param_shapes(self, tp: int) -> list[tuple[int, int]]:
+        """Every parameter tensor one rank holds under tensor parallelism of degree ``tp``, as
+        :meth:`param_shapes` gives them, sharded the way DeepSpeed AutoTP shards a model for training
+        (``deepspeed/module_inject/auto_tp.py``, ``layers.py``): q/k/v and gate/up column-parallel (rows / tp, their
+        biases too), o and down row-parallel (columns / tp, their biases replicated: added after the all-reduce),
+        the output head column-parallel over the vocabulary (``LinearLayer(gather_output=True)``), the input
+        embedding and every norm replicated. Checked on the CPU points: a 210,240-parameter tiny Llama holds
+        137,280 per rank at tp=2 (tests/integration/test_tensor_parallel.py).
+
+        Raises:
+            UnknownArchitecture: gpt2 (AutoTP refuses its Conv1D layers), or a tied output head (how AutoTP splits
+                a head that shares the embedding's weight was not measured: memory unknown, not guessed).
+        """
+        if tp == 1:
+            return self.param_shapes()
+        if self.family == "gpt2":
+            raise UnknownArchitecture("DeepSpeed AutoTP does not shard gpt2 (Conv1D layers): no tensor-parallel layout")
+        if self.tied:
+            raise UnknownArchitecture(
+                f"tp={tp} with a tied output head (tie_word_embeddings): how AutoTP shards a head sharing the "
+                "embedding's weight is not measured, so its states per rank are unknown"
+            )
+        h, i, v = self.hidden, self.intermediate, self.vocab
+        q, kv = self.q_width // tp, self.kv_width // tp
+        layer = [(q, h), (kv, h), (kv, h)]
+        if self.attn_bias or self.qkv_bias:
+            layer += [(q, 1), (kv, 1), (kv, 1)]
+        layer += [(h, q)] + ([(h, 1)] if self.attn_bias else [])
+        layer += [(i // tp, h), (i // tp, h), (h, i // tp)] + (
+            [(i // tp, 1), (i // tp, 1), (h, 1)] if self.mlp_bias else []
+        )
+        layer += [(h, 1), (h, 1)]
+        return [(v, h), *layer * self.layers, (h, 1), (-(-v // tp), h)]
+
     def sharded_params(self, shards: int) -> int:
         """Parameters the most loaded rank holds when every tensor is split on dim 0 into ``shards`` chunks of
         ``ceil(rows / shards)`` rows (FSDP2 ``fully_shard``: rank 0 gets a full chunk; padding is not stored)."""

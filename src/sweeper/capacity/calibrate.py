@@ -157,7 +157,9 @@ def point_efficiency(spec: PointSpec, metrics: dict[str, Any]) -> float | None:
         arch = Arch.from_config(spec.model_type, spec.model_config)
     except (UnknownArchitecture, KeyError, TypeError, ValueError):
         return None
-    flops = step_flops(arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc)
+    flops = step_flops(
+        arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc, tp=spec.tp
+    )
     return flops / (peak * step)
 
 
@@ -251,11 +253,15 @@ def fit_calibration(
         dev = _device_type(r)
         lay = layout(spec, "cuda" if dev == "cuda" else "cpu")
         link = comm or (cached_comm(lay.world) if dev != "cuda" else None)
-        comm_s, _, _ = comm_time(arch, lay, spec.nodes, spec.grad_accum, link, link)
+        comm_s, _, _ = comm_time(
+            arch, lay, spec.nodes, spec.grad_accum, link, link, spec.micro_batch * spec.seq_len, spec.gc
+        )
         compute = step - (comm_s or 0.0) - engine_host_s(arch, lay, link, spec.grad_accum)  # nothing hides on CPU ranks
         if compute <= 0:
             continue
-        flops = step_flops(arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc)
+        flops = step_flops(
+            arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc, tp=spec.tp
+        )
         by_group.setdefault(group_key(family(spec), spec.gc, spec.precision), []).append((flops, peak, compute))
         values.append(flops / (peak * step))
         source = source or str(m.get("mfu_peak_source") or "")

@@ -116,7 +116,11 @@ def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool, seq_len: int) 
     * autocast keeps a 16-bit copy of each projection's input (three for q/k/v), and a 16-bit copy of each
       projection's weight (counted per step in :func:`estimate_memory`); the residual stream stays fp32;
     * dropout (gpt2's ``resid_pdrop``/``embd_pdrop``, 0.1 by default) keeps a 1-byte mask and its output;
-    * full checkpointing (``gc``) keeps only each layer's input (``h`` elements in the residual dtype).
+    * full checkpointing (``gc``) keeps only each layer's input (``h`` elements in the residual dtype);
+    * tensor parallelism of degree t (``lay.tp``, DeepSpeed AutoTP): each rank keeps its heads' q, k, v, attention
+      output and log-sum-exp and its slice of the MLP (``a/t``, ``i/t``), while the layer inputs, norms and the
+      residual stream stay whole (Korthikanti et al. 2022's "TP without SP" split: ``10 + 24/t``); the output
+      head gathers its output, so the logits are whole on every rank.
 
     TF32 (``training_args.tf32``) moves no term: transformers' ``enable_tf32`` only switches fp32 matmuls and
     convolutions to TF32 tensor-core math (``torch.backends.cuda.matmul.fp32_precision = "tf32"``); inputs, outputs,
@@ -126,8 +130,9 @@ def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool, seq_len: int) 
     Returns:
         (bytes per token, a one-line statement of what was counted).
     """
-    h, a, i = arch.hidden, arch.heads, arch.intermediate
-    q, kv = arch.q_width, arch.kv_width
+    t = lay.tp
+    h, a, i = arch.hidden, arch.heads // t, arch.intermediate // t
+    q, kv = arch.q_width // t, arch.kv_width // t
     r = lay.residual_bytes
     c = lay.compute_bytes
     res = r if (r == FP32) else 0  # a half-precision residual is not saved: the fp32 norm copies are

@@ -28,7 +28,8 @@ class Layout:
     """How a point trains, as far as memory is concerned.
 
     Attributes:
-        strategy: ``single`` (one rank), ``ddp``, ``zero1``/``zero2``/``zero3`` (DeepSpeed), ``fsdp_full``,
+        strategy: ``single`` (one rank), ``ddp``, ``zero0``/``zero1``/``zero2``/``zero3`` (DeepSpeed; stage 0 only
+            under AutoTP, ``tp > 1``), ``fsdp_full``,
             ``fsdp_grad_op``, ``fsdp_hybrid``.
         world: ranks. shards: N, the ranks that split sharded states (``hybrid_shard``: the ranks of one node).
         param_bytes: bytes per element of the weights as stored during training (DeepSpeed with bf16/fp16 casts the
@@ -39,6 +40,8 @@ class Layout:
         gathered_bytes: bytes per element of parameters gathered for compute (FSDP2 mixed precision gathers in the
             compute dtype; ZeRO-3 gathers its 16-bit partitions).
         device: ``cpu`` or ``cuda``.
+        tp: the tensor-parallel degree (DeepSpeed AutoTP): each rank holds :meth:`Arch.tp_param_shapes` and the
+            ZeRO shards divide by the data-parallel degree ``world / tp``, not by ``world``.
     """
 
     strategy: str
@@ -50,6 +53,7 @@ class Layout:
     residual_bytes: int
     gathered_bytes: int
     device: str
+    tp: int = 1
 
     @property
     def sharded(self) -> bool:
@@ -58,7 +62,7 @@ class Layout:
 
     @property
     def deepspeed(self) -> bool:
-        """DeepSpeed ZeRO trains the point."""
+        """DeepSpeed trains the point (ZeRO stages 1-3, or stage 0 under AutoTP: ``zero0``)."""
         return self.strategy.startswith("zero")
 
 
@@ -68,18 +72,19 @@ _FSDP_STRATEGY = {"full_shard": "fsdp_full", "shard_grad_op": "fsdp_grad_op", "h
 def layout(spec: PointSpec, device: str) -> Layout:
     """The :class:`Layout` of ``spec`` on ``device`` (``cpu`` or ``cuda``)."""
     world = spec.ranks_per_node * spec.nodes
+    dp = spec.dp  # ZeRO and FSDP shard over the data-parallel ranks (world / (tp x sp)), not over the world
     store = DTYPE_BYTES[spec.model_dtype]
     autocast = spec.precision != "fp32" and spec.model_dtype == "float32"
     compute = PRECISION_BYTES[spec.precision] if spec.precision != "fp32" else store
-    if spec.zero:
-        strategy, shards = f"zero{spec.zero}", world
+    if spec.deepspeed:
+        strategy, shards = f"zero{spec.zero}", dp
         # HF's DeepSpeed integration turns bf16/fp16 on in the DeepSpeed config; the engine casts the module to it
         # and keeps fp32 master partitions (runtime/engine.py, runtime/zero/stage_1_and_2.py, stage3.py)
         param = 2 if spec.precision != "fp32" else store
         autocast = False
     elif spec.fsdp != "none":
         strategy = _FSDP_STRATEGY[spec.fsdp]
-        shards = spec.ranks_per_node if spec.fsdp == "hybrid_shard" else world
+        shards = spec.ranks_per_node if spec.fsdp == "hybrid_shard" else dp
         param = store
         # accelerate's FSDP2 mixed precision (MixedPrecisionPolicy(param_dtype=bf16), cast_forward_inputs) gathers
         # 16-bit weights and casts the inputs: the layers compute in 16 bits throughout, like pure bf16, and
@@ -92,11 +97,12 @@ def layout(spec: PointSpec, device: str) -> Layout:
         world=world,
         shards=max(1, shards),
         param_bytes=param,
-        compute_bytes=compute if not spec.zero else param,
+        compute_bytes=compute if not spec.deepspeed else param,
         autocast=autocast,
-        residual_bytes=FP32 if autocast else (compute if spec.fsdp != "none" else (param if spec.zero else store)),
+        residual_bytes=FP32 if autocast else (compute if spec.fsdp != "none" else (param if spec.deepspeed else store)),
         gathered_bytes=compute if spec.fsdp != "none" else param,
         device=device,
+        tp=spec.tp,
     )
 
 
@@ -183,7 +189,8 @@ def model_states(
     Raises:
         UnknownOptimizer: Adafactor under FSDP (its factored states of a DTensor were not measured).
     """
-    p, w, n = arch.total_params, lay.param_bytes, lay.shards
+    shapes = arch.tp_param_shapes(lay.tp)
+    p, w, n = sum(r * c for r, c in shapes), lay.param_bytes, lay.shards
     if lay.device != "cuda":
         off = NO_OFFLOAD
     on_host = CPU
@@ -193,7 +200,7 @@ def model_states(
                 "optim=adafactor under FSDP: Adafactor's factored states of sharded (DTensor) parameters are not "
                 "modelled"
             )
-        shards = [(-(-rows // n), rest) for rows, rest in arch.param_shapes()]
+        shards = [(-(-rows // n), rest) for rows, rest in shapes]
         local = sum(r * c for r, c in shards)
         states = opt.state_bytes(shards, w)
         if off.any:  # FSDP cpu_offload: sharded params, grads and the optimizer on the host
@@ -202,9 +209,20 @@ def model_states(
                 local * w, local * w, states, off.pinned,
             )  # fmt: skip
         return ModelStates(local * w, local * w, states, step_grad_bytes=local * w, optimizer=opt)
+    if lay.strategy == "zero0":
+        # DeepSpeed at stage 0 (AutoTP with plain data parallelism): in fp32 the engine steps the Trainer's own
+        # optimizer on the module's parameters, no master copy (measured: 8 bytes/param of AdamW state at tp=2);
+        # its gradients are cleared inside the engine's step (None, as under ZeRO). In 16 bits it wraps its
+        # BF16_Optimizer / FP16 optimizer with fp32 masters, which was not measured: unknown, not guessed
+        if w != FP32:
+            raise UnknownOptimizer(
+                "DeepSpeed at ZeRO stage 0 in 16-bit precision (its BF16_Optimizer / FP16 master copies) "
+                "is not modelled"
+            )
+        return ModelStates(p * w, None, opt.state_bytes(shapes, w), step_grad_bytes=p * w, optimizer=opt)
     if lay.deepspeed:
         if lay.strategy == "zero3":
-            part = sum(-(-rows * rest // n) for rows, rest in arch.param_shapes())
+            part = sum(-(-rows * rest // n) for rows, rest in shapes)
             params, grads16 = part * w, part * w
         else:
             part = _deepspeed_partition(p, n)
@@ -231,7 +249,7 @@ def model_states(
             params, None, opt_bytes, masters, step_grads, opt, off.params, off.optimizer,
             host_params, host_grads, host_opt, off.pinned,
         )  # fmt: skip
-    return ModelStates(p * w, p * w, opt.state_bytes(arch.param_shapes(), w), step_grad_bytes=p * w, optimizer=opt)
+    return ModelStates(p * w, p * w, opt.state_bytes(shapes, w), step_grad_bytes=p * w, optimizer=opt)
 
 
 def states_for(spec: PointSpec, arch: Arch, lay: Layout) -> ModelStates:
@@ -243,6 +261,6 @@ def states_for(spec: PointSpec, arch: Arch, lay: Layout) -> ModelStates:
         UnknownOptimizer: the optimizer that runs is one the model does not know.
     """
     off = offload_of(spec.fsdp, spec.zero, spec.fsdp_config, spec.deepspeed_config)
-    ds = spec.deepspeed_config if spec.zero else None
+    ds = spec.deepspeed_config if spec.deepspeed else None
     opt = resolve_optimizer(spec.training_args, ds, off.optimizer != NONE)
     return model_states(arch, lay, opt, off, spec.grad_accum)

@@ -85,6 +85,8 @@ class Collective:
         count: how many per optimizer step.
         hideable: issued during backward (can overlap compute on a GPU).
         inter: the ring crosses nodes (the inter-node link bounds it).
+        group: ``dp`` (the data-parallel ranks: the engine's gradient and parameter traffic) or ``tp`` (the ranks of
+            one tensor-parallel group: activations).
     """
 
     kind: str
@@ -92,6 +94,7 @@ class Collective:
     count: float
     hideable: bool
     inter: bool = False
+    group: str = "dp"
 
 
 @dataclass(frozen=True)
@@ -124,11 +127,12 @@ class TimeEstimate:
     mfu: float
 
 
-def step_flops(arch: Arch, *, batch: int, seq_len: int, grad_accum: int, gc: bool) -> float:
+def step_flops(arch: Arch, *, batch: int, seq_len: int, grad_accum: int, gc: bool, tp: int = 1) -> float:
     """FLOPs one device does per optimizer step: tokens × PaLM FLOPs per token, plus one forward per token with
-    full checkpointing (the recompute; hardware FLOPs, not MFU's model FLOPs)."""
+    full checkpointing (the recompute; hardware FLOPs, not MFU's model FLOPs). Under tensor parallelism of degree
+    ``tp`` the ranks of a group share their batch's matmuls: each does 1/tp of them (Megatron-LM's split)."""
     per_token = arch.flops_per_token(seq_len) + (arch.forward_flops_per_token(seq_len) if gc else 0.0)
-    return batch * seq_len * grad_accum * per_token
+    return batch * seq_len * grad_accum * per_token / tp
 
 
 def _pack(sizes: list[int], cap: int, first_cap: int | None = None) -> list[int]:
@@ -164,13 +168,53 @@ def fsdp_units(arch: Arch) -> list[tuple[int, bool]]:
     return [*units, (embed, True), (rest, False)]
 
 
-def collectives(arch: Arch, lay: Layout, nodes: int = 1, grad_accum: int = 1) -> list[Collective]:
-    """The collectives one rank takes part in per optimizer step (module doc, per engine). Empty on one rank."""
-    if lay.world <= 1:
+def collectives(
+    arch: Arch, lay: Layout, nodes: int = 1, grad_accum: int = 1, micro_tokens: int = 0, gc: bool = False
+) -> list[Collective]:
+    """The collectives one rank takes part in per optimizer step (module doc, per engine; ``micro_tokens``: tokens
+    of one micro-batch, ``gc``: checkpointing, for the tensor-parallel activations): the data-parallel engine's, then
+    the tensor-parallel group's (:func:`tensor_parallel_collectives`). Empty on one rank."""
+    return [
+        *_data_parallel(arch, lay, nodes, grad_accum),
+        *tensor_parallel_collectives(arch, lay, micro_tokens, grad_accum, gc),
+    ]
+
+
+def tensor_parallel_collectives(
+    arch: Arch, lay: Layout, micro_tokens: int, grad_accum: int, gc: bool
+) -> list[Collective]:
+    """What a tensor-parallel group of ``lay.tp`` ranks (DeepSpeed AutoTP, inside one node) exchanges per optimizer
+    step: per micro-batch and layer, the row-parallel outputs (o, down) all-reduced in forward and the
+    column-parallel inputs' gradients (q/k/v, gate/up) all-reduced in backward, each ``tokens·h`` elements in the
+    compute dtype (Megatron-LM, Shoeybi et al. 2019: two all-reduces forward and two backward per layer;
+    ``deepspeed/module_inject/layers.py`` ``LinearAllreduce``, ``LinearLayer``), two more per layer in the recompute
+    with checkpointing, and the output head's gathered logits (``gather_output=True``: an all-gather of
+    ``tokens·V``). Nothing hides: each waits on the layer before it."""
+    if lay.tp <= 1 or micro_tokens <= 0:
+        return []
+    b = lay.compute_bytes
+    activation = micro_tokens * arch.hidden * b
+    forward = 2 * arch.layers * grad_accum * (2 if gc else 1)
+    return [
+        Collective("all_reduce", activation, forward, False, False, "tp"),
+        Collective("all_reduce", activation, 2 * arch.layers * grad_accum, False, False, "tp"),
+        Collective("all_gather", micro_tokens * arch.vocab * b, grad_accum, False, False, "tp"),
+    ]
+
+
+def _data_parallel(arch: Arch, lay: Layout, nodes: int, grad_accum: int) -> list[Collective]:
+    """The data-parallel engine's collectives (module doc), over the ``world / tp`` data-parallel ranks, on the
+    parameters one rank holds (:meth:`Arch.tp_param_shapes`)."""
+    if lay.world // lay.tp <= 1:
         return []
     a = grad_accum
     inter = nodes > 1
-    sizes = [rows * rest for rows, rest in arch.param_shapes()]
+    shapes = arch.tp_param_shapes(lay.tp)
+    sizes = [rows * rest for rows, rest in shapes]
+    if lay.strategy == "zero0":  # DeepSpeed's own all-reduce of every gradient, in buffers of 5e8 elements
+        return [
+            Collective("all_reduce", x * lay.param_bytes, 1, True, inter) for x in _pack(sizes, ZERO_ALLGATHER_BUCKET)
+        ]
     if lay.strategy == "ddp":
         b = lay.param_bytes
         buckets = _pack([s * b for s in reversed(sizes)], DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES)
@@ -180,8 +224,8 @@ def collectives(arch: Arch, lay: Layout, nodes: int = 1, grad_accum: int = 1) ->
         b = lay.param_bytes
         per = a if lay.strategy == "zero2" else 1
         out = [Collective("all_reduce", x * b, per, True, inter) for x in _pack(list(reversed(sizes)), hidden_sq)]
-        decay = sum(s for (rows, rest), s in zip(arch.param_shapes(), sizes, strict=True) if rest > 1)
-        for group in (decay, arch.total_params - decay):
+        decay = sum(s for (rows, rest), s in zip(shapes, sizes, strict=True) if rest > 1)
+        for group in (decay, sum(sizes) - decay):
             for x in _pack([group], ZERO_ALLGATHER_BUCKET):
                 out.append(Collective("all_gather", x * b, 1, False, inter))
         out.append(Collective("all_reduce", 4, 1, False, inter))  # the gradient norm (fp32 scalar)
@@ -207,7 +251,9 @@ def collectives(arch: Arch, lay: Layout, nodes: int = 1, grad_accum: int = 1) ->
     return out
 
 
-def comm_bytes_per_step(arch: Arch, lay: Layout, nodes: int, grad_accum: int = 1) -> tuple[float, float]:
+def comm_bytes_per_step(
+    arch: Arch, lay: Layout, nodes: int, grad_accum: int = 1, micro_tokens: int = 0, gc: bool = False
+) -> tuple[float, float]:
     """Bytes one device puts on the wire per optimizer step inside its node and across nodes (ring traffic of
     :func:`collectives`: all-reduce 2(N−1)/N·S, all-gather / reduce-scatter (N−1)/N·S).
 
@@ -215,7 +261,7 @@ def comm_bytes_per_step(arch: Arch, lay: Layout, nodes: int, grad_accum: int = 1
         ``(intra_node_bytes, inter_node_bytes)``; a one-node point has no inter-node bytes.
     """
     intra = inter = 0.0
-    for c in collectives(arch, lay, nodes, grad_accum):
+    for c in collectives(arch, lay, nodes, grad_accum, micro_tokens, gc):
         ring_n = lay.world // lay.shards if (lay.strategy == "fsdp_hybrid" and c.inter) else _ring(lay, c)
         f = (ring_n - 1) / ring_n * (2 if c.kind == "all_reduce" else 1) if ring_n > 1 else 0.0
         if c.inter:
@@ -226,17 +272,27 @@ def comm_bytes_per_step(arch: Arch, lay: Layout, nodes: int, grad_accum: int = 1
 
 
 def _ring(lay: Layout, c: Collective) -> int:
-    """Ranks in the ring of ``c``: the shard group for FSDP's gathers and reductions, else the world."""
-    return lay.shards if lay.sharded else lay.world
+    """Ranks in the ring of ``c``: the tensor-parallel group for its activations, the shard group for FSDP's gathers
+    and reductions, else the data-parallel ranks (the world without tensor parallelism)."""
+    if c.group == "tp":
+        return lay.tp
+    return lay.shards if lay.sharded else lay.world // lay.tp
 
 
 def comm_time(
-    arch: Arch, lay: Layout, nodes: int, grad_accum: int, intra: HostComm | None, inter: HostComm | None
+    arch: Arch,
+    lay: Layout,
+    nodes: int,
+    grad_accum: int,
+    intra: HostComm | None,
+    inter: HostComm | None,
+    micro_tokens: int = 0,
+    gc: bool = False,
 ) -> tuple[float | None, float, float]:
     """``(seconds of communication per step, of which hideable, collectives per step)`` under the links given;
-    seconds None when a link the point uses is unknown."""
+    seconds None when a link the point uses is unknown. ``micro_tokens`` and ``gc``: see :func:`collectives`."""
     total = hideable = count = 0.0
-    for c in collectives(arch, lay, nodes, grad_accum):
+    for c in collectives(arch, lay, nodes, grad_accum, micro_tokens, gc):
         link = inter if c.inter else intra
         count += c.count
         if link is None:
@@ -304,15 +360,15 @@ def estimate_time(
     """
     if peak_flops <= 0 or efficiency <= 0:
         raise ValueError(f"peak_flops ({peak_flops}) and efficiency ({efficiency}) must be positive")
-    tokens = batch * seq_len * grad_accum
+    tokens = batch * seq_len * grad_accum / lay.tp  # one device's share: a TP group trains on one batch
     fpt = arch.flops_per_token(seq_len)
-    flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc)
+    flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc, tp=lay.tp)
     kernel_s = flops / (peak_flops * efficiency)
     compute_s = overhead_s + kernel_s
-    comm_s, hideable, count = comm_time(arch, lay, nodes, grad_accum, intra, inter)
+    comm_s, hideable, count = comm_time(arch, lay, nodes, grad_accum, intra, inter, batch * seq_len, gc)
     exposed = 0.0 if comm_s is None else comm_s - min(comm_overlap * kernel_s, hideable)  # the overhead hides none
     exposed += engine_host_s(arch, lay, intra, grad_accum)
     step_s = compute_s + exposed
     tps = tokens / step_s
-    wire = sum(comm_bytes_per_step(arch, lay, nodes, grad_accum))
+    wire = sum(comm_bytes_per_step(arch, lay, nodes, grad_accum, batch * seq_len, gc))
     return TimeEstimate(fpt, flops, compute_s, wire, comm_s, exposed, count, step_s, tps, tps * fpt / peak_flops)

@@ -158,6 +158,16 @@ class PointKeys:
     zero: int = 0
     # extra keys merged into the generated DeepSpeed config
     deepspeed_config: dict[str, Any] = field(default_factory=dict)
+    # tensor-parallel degree: each decoder layer's linears sharded over tp ranks of one node (DeepSpeed AutoTP,
+    # tensor_parallel.autotp_size, with zero=0|1|2); 1 = off. The data-parallel degree is world / (tp x sp)
+    # (docs/parallelism.md)
+    tp: int = 1
+    # sequence-parallel degree (DeepSpeed Ulysses: the sequence sharded over sp ranks, all-to-all around attention);
+    # 1 = off (docs/parallelism.md)
+    sp: int = 1
+    # pipeline-parallel degree: planned by python -m sweeper.plan only (the HF Trainer has no pipeline training
+    # path); a sweep point with pp > 1 is refused (docs/parallelism.md)
+    pp: int = 1
     # per-device micro-batch (TrainingArguments.per_device_train_batch_size), samples; "auto" = the largest that fits
     # (docs/batch-search.md). A str other than "auto" is refused by batch_size_error (grid and gate).
     per_device_batch_size: int | str = 4
@@ -218,6 +228,9 @@ _HELP_PLACEHOLDERS = {
     "per_device_batch_size": "N|auto",
     "seq_len": "TOKENS",
     "grad_accum": "N",
+    "tp": "N",
+    "sp": "N",
+    "pp": "N",
     "ranks_per_node": "N",
     "nodes": "N",
     "warmup_steps": "STEPS",

@@ -67,6 +67,19 @@ class PointSpec(PointKeys, Memoised):
         return self.ranks_per_node * self.nodes
 
     @property
+    def dp(self) -> int:
+        """The data-parallel degree: ranks / (tp x sp), the ranks that each train on a batch of their own (a TP or SP
+        group shares one). Every ZeRO or FSDP shard divides by it, not by the world size. At least 1: a tp x sp that
+        does not divide the world is refused by the gate (rule T03) before anything reads this."""
+        return max(1, self.world_size // (self.tp * self.sp))
+
+    @property
+    def deepspeed(self) -> bool:
+        """The DeepSpeed engine trains this point: ``zero > 0``, or tensor parallelism without FSDP (AutoTP, at any
+        ZeRO stage it supports, 0 included), or Ulysses sequence parallelism."""
+        return self.zero > 0 or self.sp > 1 or (self.tp > 1 and self.fsdp == "none")
+
+    @property
     def batch_search(self) -> bool:
         """``per_device_batch_size=auto``: the batch is the largest that fits, searched before the measurement
         (``docs/batch-search.md``)."""

@@ -166,7 +166,7 @@ def run_rank(point_dir: Path) -> int:
     if read is None:
         return me.write_unmeasured()
     spec, budget = read
-    rank, world, use_cuda = me.rank, me.world_size, me.use_cuda
+    rank, use_cuda = me.rank, me.use_cuda
     out = me.header()
     phase = life.PhaseTracker()
     # sweeper's own measurement code: each callback a site, contained (notes) or attributed (sweeper.job.faults)
@@ -214,14 +214,16 @@ def run_rank(point_dir: Path) -> int:
         mapping = partial(faults.attributed, "trainer-args")
         args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda, own=mapping)
         vocab = model.config.vocab_size
-        n_train = spec.per_device_batch_size * spec.grad_accum * world * spec.total_steps
+        # one batch per data-parallel rank and step (a TP group shares one): the same samples, in the same shuffled
+        # order, as any point of the same global batch, whatever its tp
+        n_train = spec.per_device_batch_size * spec.grad_accum * spec.dp * spec.total_steps
         # progress right after the timer: its file write falls between two timed windows (see StepProgress)
         callbacks = [*own, guard(run_log, "trainer-run", notes), *life.user_callbacks(spec)]
         trainer = SweeperTrainer(
             model=model,
             args=args,
             train_dataset=SyntheticTokens(n_train, spec.seq_len, vocab, spec.seed),
-            eval_dataset=SyntheticTokens(spec.per_device_batch_size * world * 2, spec.seq_len, vocab, spec.seed + 1)
+            eval_dataset=SyntheticTokens(spec.per_device_batch_size * spec.dp * 2, spec.seq_len, vocab, spec.seed + 1)
             if spec.eval
             else None,
             callbacks=callbacks,

@@ -73,6 +73,10 @@ def model_state_bytes(model: torch.nn.Module, optimizer: Any) -> dict[str, int]:
         # partitions are consumed inside its own step (before the Trainer's optimizer hooks), so not observable
         state_bytes += sum(tensor_bytes(p) for p in masters)
         return {"param_bytes": param_bytes, "grad_bytes": None, "optimizer_state_bytes": state_bytes}
+    if type(optimizer).__name__ == "DeepSpeedOptimizerWrapper":
+        # DeepSpeed at stage 0 (AutoTP): the engine steps and clears the gradients inside its own step, before the
+        # Trainer's optimizer hooks run: not observable here, as under ZeRO
+        return {"param_bytes": param_bytes, "grad_bytes": None, "optimizer_state_bytes": state_bytes}
     return {"param_bytes": param_bytes, "grad_bytes": grad_bytes, "optimizer_state_bytes": state_bytes}
 
 

@@ -85,7 +85,7 @@ def _examine(spec: Any, device: str) -> dict[str, Any]:
             args = check_training_args(spec, device, notes)
             if args is not None:
                 check_dataloader(spec, args)
-                if spec.zero:
+                if spec.deepspeed:
                     check_deepspeed(spec, args, model)
                     check_deepspeed_unconsumed(spec, args, model)
                 if spec.fsdp != "none" and spec.fsdp_config:

@@ -59,7 +59,8 @@ class SyntheticTokens(torch.utils.data.Dataset):
 
 
 def deepspeed_config(spec: PointSpec) -> dict[str, Any]:
-    """The DeepSpeed config for ``zero_optimization.stage = spec.zero``: what sweeper generates
+    """The DeepSpeed config for ``zero_optimization.stage = spec.zero`` (and ``tensor_parallel.autotp_size =
+    spec.tp``): what sweeper generates
     (:func:`sweeper.point.library_args.sweeper_deepspeed_config`: sizes ``"auto"``, filled by the HF integration
     from TrainingArguments and the model, so buckets scale with the model instead of DeepSpeed's 5e8-element
     defaults; no ``"optimizer"`` block, the HF side builds AdamW), with ``spec.deepspeed_config`` merged on top (one
@@ -111,7 +112,7 @@ def _own_training_kwargs(spec: PointSpec, output_dir: str, use_cpu: bool) -> dic
         # fsdp_config is merged last; the gate has refused any entry that contradicts the label (docs/gate.md).
         kw["fsdp"] = True
         kw["fsdp_config"] = {k: v for k, v in sweeper_fsdp_config(spec).items() if k != "sharding_strategy"}
-    if spec.zero > 0:
+    if spec.deepspeed:
         kw["deepspeed"] = deepspeed_config(spec)
     return kw
 

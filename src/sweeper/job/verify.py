@@ -35,9 +35,14 @@ class DtypeProbe(TrainerCallback):
         self._handle = None
 
     def attach(self, model: torch.nn.Module) -> None:
-        """Hook the first Linear of ``model``."""
+        """Hook the first Linear of ``model`` (a DeepSpeed AutoTP layer counts: it replaces the Linear it shards),
+        in place of any layer hooked before."""
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+        linear = _linear_types()
         for m in model.modules():
-            if isinstance(m, torch.nn.Linear):
+            if isinstance(m, linear):
                 self._handle = m.register_forward_hook(self._hook)
                 return
 
@@ -57,6 +62,28 @@ class DtypeProbe(TrainerCallback):
             self._handle = None
 
 
+def _linear_types() -> tuple[type, ...]:
+    """``nn.Linear``, and DeepSpeed's tensor-parallel layers when DeepSpeed is imported (AutoTP put them there)."""
+    import sys
+
+    layers = sys.modules.get("deepspeed.module_inject.layers")
+    extra = getattr(layers, "TensorParallel_Layer", None)
+    return (torch.nn.Linear, extra) if isinstance(extra, type) else (torch.nn.Linear,)
+
+
+def _tensor_parallel(trainer: Any, model: torch.nn.Module) -> dict[str, Any]:
+    """The mesh a DeepSpeed engine trains on (``dp``, ``tp``, ``sp`` degrees, read from DeepSpeed's own groups)
+    and how many modules AutoTP sharded: the proof that a ``tp`` label ran as labelled."""
+    engine = trainer.model_wrapped
+    tp = int(engine.autotp_size() or 1) if hasattr(engine, "autotp_size") else 1  # 0 when AutoTP is off
+    sharded = 0
+    layers = _linear_types()[1:]
+    if layers:
+        sharded = sum(1 for m in model.modules() if isinstance(m, layers))
+    dp = int(getattr(engine, "dp_world_size", trainer.args.world_size // max(tp, 1)))
+    return {"mesh": {"dp": dp, "tp": tp, "sp": 1}, "tp_sharded_modules": sharded}
+
+
 def observe_setup(trainer: Any, probe: DtypeProbe, unsharded_params: int) -> dict[str, Any]:
     """What really runs, read off a Trainer after its first step.
 
@@ -64,7 +91,9 @@ def observe_setup(trainer: Any, probe: DtypeProbe, unsharded_params: int) -> dic
         ``world_size``, ``wrapper`` (class name of the outermost model wrapper), ``fsdp_enabled``,
         ``fsdp_version``, ``fsdp_sharded`` (this rank holds fewer parameter elements than the unsharded model:
         FSDP2 DTensor shards and FSDP1 flat parameters counted alike), ``local_param_count``,
-        ``deepspeed_stage`` (0 when DeepSpeed is off), ``compute_dtype``, ``checkpointing_impl`` (``none`` /
+        ``deepspeed_stage`` (0 when DeepSpeed is off), ``mesh`` (``{"dp", "tp", "sp"}`` degrees the ranks train on:
+        DeepSpeed's groups under DeepSpeed, else all ranks data-parallel), ``tp_sharded_modules`` (modules DeepSpeed
+        AutoTP replaced with its sharded layers), ``compute_dtype``, ``checkpointing_impl`` (``none`` /
         ``hf`` / ``fsdp``), ``use_reentrant`` (None when checkpointing is off), ``device_type``, ``param_count``.
 
     Args:
@@ -99,10 +128,13 @@ def observe_setup(trainer: Any, probe: DtypeProbe, unsharded_params: int) -> dic
     local = sum(local_tensor(p).numel() for p in wrapped.parameters())
     setup["local_param_count"] = local
     setup["fsdp_sharded"] = args.world_size > 1 and local < unsharded_params
+    setup["mesh"] = {"dp": args.world_size, "tp": 1, "sp": 1}
+    setup["tp_sharded_modules"] = 0
     if trainer.is_deepspeed_enabled:
         engine = trainer.model_wrapped
         setup["deepspeed_stage"] = int(engine.zero_optimization_stage())
         setup["wrapper"] = type(engine).__name__
+        setup.update(_tensor_parallel(trainer, model))
     setup["param_count"] = unsharded_params
     setup.update(_checkpointing(model, trainer))
     return setup
@@ -133,8 +165,11 @@ def mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
             out.append(f"fsdp={spec.fsdp} asked, but the model is wrapped in {setup['wrapper']} (not FSDP{version})")
         elif world > 1 and not setup["fsdp_sharded"]:
             out.append(f"fsdp={spec.fsdp} asked, but parameters are not sharded across {world} ranks")
-    elif spec.zero == 0 and world > 1 and setup["wrapper"] != "DistributedDataParallel":
+    elif not spec.deepspeed and world > 1 and setup["wrapper"] != "DistributedDataParallel":
         out.append(f"DDP expected for fsdp=none zero=0 on {world} ranks, found {setup['wrapper']}")
+    elif spec.deepspeed and setup["wrapper"] != "DeepSpeedEngine":
+        out.append(f"the DeepSpeed engine expected for zero={spec.zero} tp={spec.tp}, found {setup['wrapper']}")
+    out += _mesh_mismatches(spec, setup)
     if setup["deepspeed_stage"] != spec.zero:
         out.append(f"zero={spec.zero} asked, but DeepSpeed runs stage {setup['deepspeed_stage']}")
     want = EXPECTED_DTYPE[spec.precision]
@@ -153,6 +188,21 @@ def mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
     return out
 
 
+def _mesh_mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
+    """A tp label that did not shard: the mesh's degrees, AutoTP's sharded modules, the per-rank parameters."""
+    mesh = setup.get("mesh")
+    if mesh is None:  # a setup observed before the mesh was recorded
+        return []
+    out = []
+    if mesh.get("tp") != spec.tp or mesh.get("dp") != spec.dp:
+        out.append(f"tp={spec.tp} (dp={spec.dp}) asked, but the ranks train on dp={mesh.get('dp')} tp={mesh.get('tp')}")
+    elif spec.tp > 1 and not setup.get("tp_sharded_modules"):
+        out.append(f"tp={spec.tp} asked, but no layer was sharded (DeepSpeed AutoTP replaced none)")
+    elif spec.tp > 1 and spec.zero < 3 and setup["local_param_count"] >= setup["param_count"]:
+        out.append(f"tp={spec.tp} asked, but each rank holds all {setup['param_count']:,} parameters")
+    return out
+
+
 class LabelCheck(TrainerCallback):
     """After the first optimizer step, observe the setup and stop the point on any label mismatch.
 
@@ -166,6 +216,12 @@ class LabelCheck(TrainerCallback):
         self.trainer: Any = None
         self.unsharded_params = 0  # set by the harness from the model before the Trainer wraps it
         self.setup: dict[str, Any] = {}
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        """The model as the engine trains it (DeepSpeed AutoTP has replaced the linears it shards by now): the
+        dtype probe hooks its first Linear."""
+        if model is not None:
+            self.probe.attach(model)
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step != 1:

@@ -23,6 +23,8 @@ hashing:
   entries that change none of them are dropped too (``restating``, :func:`sweeper.point.preflight.restating`):
   ``+deepspeed_config.zero_optimization.reduce_bucket_size=4096`` on a hidden-64 model (what ``"auto"`` resolves
   to), ``+model.config.rope_theta=10000.0`` on a Llama (its default);
+- **an axis that is off is not there**: ``tp``, ``sp`` and ``pp`` at 1 are left out, so the ids of points recorded
+  before these axes existed do not change;
 - **one spelling per key**: ``fsdp_config`` keys lose the ``fsdp_`` prefix transformers strips
   (``fsdp_cpu_offload`` is ``cpu_offload``).
 
@@ -53,6 +55,9 @@ BUDGET_FIELDS: frozenset[str] = frozenset(
 )
 
 
+#: The parallelism degrees: 1 (off) leaves the identity as it was before the axes existed.
+_DEGREES = ("tp", "sp", "pp")
+
 #: The spec field of each section a ``restating`` key starts with.
 _SECTIONS = {"training_args": "training_args", "deepspeed_config": "deepspeed_config", "model.config": "model_config"}
 
@@ -72,11 +77,14 @@ def normalised(spec: PointSpec, restating: frozenset[str] = frozenset()) -> dict
     # A fixed timed_steps hashes as before (no timed_auto key), so the ids of existing records do not change.
     if data.pop("timed_auto", False):
         data["timed_steps"] = "auto"
+    for degree in _DEGREES:  # off is no key at all: a point of a version without the axes keeps its id
+        if data.get(degree) == 1:
+            del data[degree]
     if not spec.gc:
         data["use_reentrant"] = None  # torch.utils.checkpoint is never called
     if spec.fsdp == "none":
         data["fsdp_config"] = {}
-    if spec.zero == 0:
+    if not spec.deepspeed:
         data["deepspeed_config"] = {}
     for section, keys in redundant_passthrough(spec).items():
         data[section] = _drop(data[section], keys)

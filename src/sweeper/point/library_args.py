@@ -200,8 +200,9 @@ def fsdp_restates(spec: PointSpec, key: str, value: Any) -> bool:
 def sweeper_deepspeed_config(spec: PointSpec) -> dict[str, Any]:
     """The DeepSpeed config sweeper generates for ``spec`` before ``deepspeed_config`` is merged, as
     :func:`sweeper.job.trainer_setup.deepspeed_config` generates it (``"auto"`` sizes, filled by the HF
-    integration). Empty for ``zero=0``."""
-    if spec.zero == 0:
+    integration), with ``tensor_parallel.autotp_size`` for ``tp > 1`` (DeepSpeed AutoTP). Empty when DeepSpeed is
+    off (:attr:`~sweeper.config.spec.PointSpec.deepspeed`)."""
+    if not spec.deepspeed:
         return {}
     zero: dict[str, Any] = {"stage": spec.zero, "reduce_bucket_size": "auto"}
     if spec.zero == 3:
@@ -210,8 +211,10 @@ def sweeper_deepspeed_config(spec: PointSpec) -> dict[str, Any]:
             stage3_param_persistence_threshold="auto",
             stage3_gather_16bit_weights_on_model_save=False,
         )
+    tensor_parallel = {"tensor_parallel": {"autotp_size": spec.tp}} if spec.tp > 1 else {}
     return {
         "zero_optimization": zero,
+        **tensor_parallel,
         "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": "auto",
         "train_batch_size": "auto",
@@ -236,6 +239,7 @@ def hf_matched_deepspeed(spec: PointSpec, effective: dict[str, Any]) -> dict[str
     """
     out: dict[str, tuple[Any, tuple[str, ...]]] = {
         "zero_optimization.stage": (spec.zero, ("zero",)),
+        "tensor_parallel.autotp_size": (spec.tp, ("tp",)),
         "train_micro_batch_size_per_gpu": (spec.per_device_batch_size, ("per_device_batch_size",)),
         "gradient_accumulation_steps": (spec.grad_accum, ("grad_accum",)),
         "train_batch_size": (
@@ -303,7 +307,7 @@ def redundant_passthrough(spec: PointSpec) -> dict[str, set[str]]:
             out["training_args"].add(field)
     if spec.fsdp != "none":
         out["fsdp_config"] = {k for k, v in spec.fsdp_config.items() if fsdp_restates(spec, k, v)}
-    if spec.zero > 0:
+    if spec.deepspeed:
         effective = effective_training_args(spec, defaults)
         out["deepspeed_config"] = {
             p for p, v in dotted_leaves(spec.deepspeed_config).items() if deepspeed_restates(spec, p, v, effective)

@@ -79,6 +79,23 @@ def _world_size(r: Record) -> int | None:
     return ws
 
 
+def _degree(key: str):
+    """A parallelism degree of the spec (``tp``, ``sp``, ``pp``): 1 for a record of a version without the key."""
+
+    def value(r: Record) -> int | None:
+        return int((r.spec or {}).get(key, 1)) if r.spec else None
+
+    return value
+
+
+def _dp(r: Record) -> int | None:
+    """The data-parallel degree: world size / (tp x sp) (:attr:`sweeper.config.spec.PointSpec.dp`)."""
+    ws, tp, sp = _world_size(r), _degree("tp")(r), _degree("sp")(r)
+    if ws is None or tp is None or sp is None:
+        return None
+    return max(1, ws // (tp * sp))
+
+
 def _peak_gib(r: Record) -> float | None:
     peak = (r.metrics or {}).get("peak_mem_bytes")
     return peak / GIB if isinstance(peak, (int, float)) and not math.isnan(peak) else None
@@ -170,6 +187,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("zero", INT, "", "DeepSpeed zero_optimization.stage (0 = no DeepSpeed)", "spec.zero"),
     Column("deepspeed_config", FAMILY, "", "deepspeed_config.<key>: merged into the generated DeepSpeed config",
            "spec.deepspeed_config"),
+    Column("tp", INT, "", "tensor-parallel degree (DeepSpeed AutoTP; 1 = off; docs/parallelism.md)", _degree("tp")),
+    Column("sp", INT, "", "sequence-parallel degree (DeepSpeed Ulysses; 1 = off)", _degree("sp")),
+    Column("pp", INT, "", "pipeline-parallel degree (planner only; 1 = off)", _degree("pp")),
+    Column("dp", INT, "", "data-parallel degree: world_size / (tp x sp), the ranks that each train on a batch of "
+           "their own", _dp),
     Column("per_device_batch_size", INT, "samples", "micro-batch per device that ran (auto: the batch found)", _batch),
     Column("batch_searched", BOOL, "", "per_device_batch_size=auto: searched (ran.batch_search)", _batch_searched),
     Column("seq_len", INT, "tokens", "tokens per sample", "spec.seq_len"),

@@ -194,11 +194,13 @@ def metrics_from_ranks(spec: PointSpec, ranks: list[RankFile]) -> RecordMetrics:
     if stats:
         m.update(stats)
         med = stats["step_time_s_median"]
-        tokens_per_step = spec.micro_batch * spec.seq_len * spec.grad_accum * world
+        # each data-parallel batch once: the ranks of a TP or SP group train on one batch together
+        dp = spec.dp
+        tokens_per_step = spec.micro_batch * spec.seq_len * spec.grad_accum * dp
         m["tokens_per_step"] = tokens_per_step
         m["tokens_per_s"] = tokens_per_step / med
         m["tokens_per_s_per_device"] = m["tokens_per_s"] / world
-        m["samples_per_s"] = spec.micro_batch * spec.grad_accum * world / med
+        m["samples_per_s"] = spec.micro_batch * spec.grad_accum * dp / med
     r0 = next((r for r in ranks if r.get("rank") == 0), ranks[0] if ranks else RankFile())
     model = r0.get("model")
     if model:

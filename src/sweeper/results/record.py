@@ -70,7 +70,8 @@ class RecordMetrics(TypedDict, total=False):
     skipped_steps: int
     #: contained faults of sweeper's own measurement code (what was not measured, and why); absent when none.
     measurement_note: str
-    #: tokens per optimizer step, all ranks: per_device_batch_size x seq_len x grad_accum x world_size.
+    #: tokens per optimizer step, all ranks, each data-parallel batch once: per_device_batch_size x seq_len x
+    #: grad_accum x dp (dp = world_size / (tp x sp): a TP or SP group trains on one batch).
     tokens_per_step: int
     #: tokens/s, all ranks (tokens_per_step / median step time).
     tokens_per_s: float

@@ -1,6 +1,8 @@
 """The gate's rules, one module per kind; they run in the order of :data:`ORDER`:
 
 - :mod:`.values`: single keys and cross-key rules of sweeper's own keys (ranges, engines, dtype pairs);
+- :mod:`.parallelism`: the model-parallel axes ``tp``, ``sp``, ``pp`` (divisibility, one node per TP group, the
+  backends that run them);
 - :mod:`.cluster`: the cluster config's numbers (memory, bandwidths, price, counts) in range;
 - :mod:`.passthrough`: ``training_args`` against the keys sweeper owns and the installed ``TrainingArguments``;
 - :mod:`.unconsumed`: ``training_args`` entries the Trainer never reads for the point (they would change only the
@@ -29,6 +31,7 @@ from sweeper.point.rules import (
     hardware,
     known,
     launcher,
+    parallelism,
     passthrough,
     planning,
     unconsumed,
@@ -39,6 +42,7 @@ from sweeper.point.rules import (
 #: before a point is pruned).
 ORDER = (
     values,
+    parallelism,
     cluster,
     passthrough,
     unconsumed,

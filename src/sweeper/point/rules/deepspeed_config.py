@@ -33,6 +33,7 @@ from sweeper.point.rules.ta_schema import training_args_schema
 #: DeepSpeed keys decided by sweeper's own keys (the rest of hf_matched_deepspeed comes from training_args).
 LABEL_KEYS: dict[str, str] = {
     "zero_optimization.stage": "P10",
+    "tensor_parallel.autotp_size": "T10",
     "train_micro_batch_size_per_gpu": "P11",
     "gradient_accumulation_steps": "P11",
     "train_batch_size": "P11",
@@ -49,7 +50,7 @@ def _effective(spec: PointSpec) -> dict[str, Any]:
 def _contradictions(spec: PointSpec, rule_id: str | None) -> list[tuple[str, Any, Any, tuple[str, ...]]]:
     """Entries of ``deepspeed_config`` that differ from the value the HF integration requires: (path, given,
     required, deciding keys), for the label keys of ``rule_id`` (None: the training_args-decided keys)."""
-    if spec.zero == 0 or not spec.deepspeed_config:
+    if not spec.deepspeed or not spec.deepspeed_config:
         return []
     effective = _effective(spec)
     matched = hf_matched_deepspeed(spec, effective)
@@ -79,16 +80,16 @@ def _refuse(spec: PointSpec, found: list[tuple[str, Any, Any, tuple[str, ...]]],
 @rule(
     "P09",
     ("zero", "deepspeed_config.*"),
-    "deepspeed_config is refused with zero=0 (DeepSpeed is off: it would be silently ignored)",
-    "sweeper.job.trainer_setup (DeepSpeed only for zero>0)",
+    "deepspeed_config is refused when DeepSpeed is off (zero=0 and tp=1): it would be silently ignored",
+    "sweeper.job.trainer_setup (DeepSpeed for zero>0 or tp>1)",
 )
 def _deepspeed_off(spec: PointSpec, _: Target):
-    if spec.zero != 0 or not spec.deepspeed_config:
+    if spec.deepspeed or not spec.deepspeed_config:
         return None
     keys = tuple(f"deepspeed_config.{p}" for p in sorted(dotted_leaves(spec.deepspeed_config)))
     return (
         f"{', '.join(keys)} with zero=0: DeepSpeed is off, so deepspeed_config would be silently ignored; remove "
-        "it, or choose a ZeRO stage (zero=1|2|3)",
+        "it, or choose a ZeRO stage (zero=1|2|3) or DeepSpeed AutoTP (tp>1)",
         ("zero", *keys),
     )
 
@@ -101,6 +102,16 @@ def _deepspeed_off(spec: PointSpec, _: Target):
 )
 def _deepspeed_stage(spec: PointSpec, _: Target):
     return _refuse(spec, _contradictions(spec, "P10"), "the stage is the label: set zero=<stage> and drop the entry")
+
+
+@rule(
+    "T10",
+    ("tp", "deepspeed_config.tensor_parallel.autotp_size"),
+    "deepspeed_config.tensor_parallel.autotp_size must equal tp",
+    "sweeper.point.library_args.sweeper_deepspeed_config (tp is the label of DeepSpeed AutoTP)",
+)
+def _deepspeed_tp(spec: PointSpec, _: Target):
+    return _refuse(spec, _contradictions(spec, "T10"), "the degree is the label: set tp=<degree> and drop the entry")
 
 
 @rule(
@@ -135,7 +146,7 @@ def _deepspeed_precision(spec: PointSpec, _: Target):
     found += [
         (p, v, None, ("precision",))
         for p, v in sorted(dotted_leaves(spec.deepspeed_config).items())
-        if spec.zero > 0
+        if spec.deepspeed
         and p.split(".")[0] in ("bfloat16", "amp", "torch_autocast")
         and not (p.endswith(".enabled") and truth(v) is False)
     ]
@@ -168,7 +179,7 @@ def _deepspeed_training_args(spec: PointSpec, _: Target):
     "docs/measurement.md (nothing runs in the timed window); DeepSpeed config JSON docs (Monitoring, Logging)",
 )
 def _deepspeed_monitors(spec: PointSpec, _: Target):
-    if spec.zero == 0:
+    if not spec.deepspeed:
         return None
     bad = []
     for block in DEEPSPEED_MONITOR_BLOCKS:
@@ -195,7 +206,7 @@ def _deepspeed_monitors(spec: PointSpec, _: Target):
     "DeepSpeed config JSON docs; deepspeed/runtime/zero/config.py (DEEPSPEED_*_KEYS in known_keys.py)",
 )
 def _deepspeed_unknown(spec: PointSpec, _: Target):
-    if spec.zero == 0:
+    if not spec.deepspeed:
         return None
     bad = [k for k in sorted(spec.deepspeed_config) if k not in DEEPSPEED_TOP_KEYS]
     zero = spec.deepspeed_config.get("zero_optimization")

@@ -242,7 +242,7 @@ def _dtype_pair(spec: PointSpec, _: Target):
     "(casts the model itself, fp32 master weights in the optimizer)",
 )
 def _pure_bf16_engines(spec: PointSpec, _: Target):
-    if spec.model_dtype == "float32" or spec.precision == "fp32" or (spec.fsdp == "none" and spec.zero == 0):
+    if spec.model_dtype == "float32" or spec.precision == "fp32" or (spec.fsdp == "none" and not spec.deepspeed):
         return None
     engine = f"fsdp={spec.fsdp}" if spec.fsdp != "none" else f"zero={spec.zero}"
     how = (

@@ -1,0 +1,194 @@
+"""Rules on the model-parallel axes ``tp``, ``sp`` and ``pp`` (docs/parallelism.md).
+
+Which backend runs each axis, and so what these rules guard: ``tp > 1`` without FSDP is DeepSpeed AutoTP
+(``tensor_parallel.autotp_size``) at ZeRO stage 0, 1 or 2; FSDP x TP (transformers' ``DistributedConfig``) and
+Ulysses ``sp > 1`` are not measured by this version; ``pp > 1`` is never a sweep point, because the HF Trainer has
+no pipeline training path. Facts and sources: ``../shared/notes/parallelism.md`` as checked against
+the installed packages (the sources named in each rule).
+"""
+
+from __future__ import annotations
+
+from sweeper.capacity.arch import Arch, UnknownArchitecture
+from sweeper.config.spec import PointSpec
+from sweeper.config.target import Target
+from sweeper.point.gate import rule
+
+#: The parallelism degrees, as the command line spells them.
+DEGREES = ("tp", "sp", "pp")
+
+
+@rule("T01", DEGREES, "tp, sp and pp are whole numbers of at least 1 (1 = off)", "schema")
+def _degrees(spec: PointSpec, _: Target):
+    for key in DEGREES:
+        value = getattr(spec, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"{key}={value!r} must be a whole number of at least 1 (1 = no {_NAMES[key]})", (key,)
+    return None
+
+
+_NAMES = {"tp": "tensor parallelism", "sp": "sequence parallelism", "pp": "pipeline parallelism"}
+
+
+@rule(
+    "T02",
+    ("pp",),
+    "pp > 1 is refused: the HF Trainer has no pipeline training path",
+    "transformers DistributedConfig(pp_size) runs forward only; accelerate's prepare_pippy is inference only; "
+    "DeepSpeed PipelineModule needs its own engine loop (../shared/notes/parallelism.md)",
+    status="unsupported",
+)
+def _pipeline(spec: PointSpec, _: Target):
+    if spec.pp == 1:
+        return None
+    return (
+        f"pp={spec.pp}: the Hugging Face Trainer cannot train a pipeline-parallel model (transformers' "
+        "DistributedConfig(pp_size) runs the forward only, accelerate's pipeline support is inference only, and "
+        "DeepSpeed's PipelineModule needs its own training loop), so there is nothing to measure; use pp=1 "
+        "(docs/parallelism.md)",
+        ("pp",),
+    )
+
+
+@rule(
+    "T03",
+    ("tp", "sp", "ranks_per_node", "nodes"),
+    "tp x sp divides the world size (ranks_per_node x nodes): dp = world / (tp x sp)",
+    "DeepSpeed groups (data-parallel world = world / (tp x sp)); accelerate ParallelismConfig (total_size)",
+)
+def _divides_world(spec: PointSpec, _: Target):
+    model_parallel = spec.tp * spec.sp
+    if spec.world_size % model_parallel == 0:
+        return None
+    return (
+        f"tp={spec.tp} x sp={spec.sp} = {model_parallel} does not divide the {spec.world_size} ranks "
+        f"(ranks_per_node={spec.ranks_per_node} x nodes={spec.nodes}): the data-parallel degree world / (tp x sp) "
+        f"must be a whole number; use ranks_per_node x nodes a multiple of {model_parallel}",
+        ("tp", "sp", "ranks_per_node", "nodes"),
+    )
+
+
+@rule(
+    "T04",
+    ("tp", "ranks_per_node"),
+    "a TP group is ranks of one node: tp divides ranks_per_node",
+    "TP all-reduces twice per layer forward and twice backward (Megatron-LM, Shoeybi et al. 2019): it needs the "
+    "intra-node link; DeepSpeed and torch build TP groups of consecutive ranks",
+)
+def _tp_in_node(spec: PointSpec, _: Target):
+    if spec.tp == 1 or spec.ranks_per_node % spec.tp == 0:
+        return None
+    return (
+        f"tp={spec.tp} with ranks_per_node={spec.ranks_per_node}: a tensor-parallel group must be ranks of one node "
+        "(TP all-reduces every layer's activations, twice forward and twice backward: across the network that "
+        f"costs more than it saves), so tp must divide ranks_per_node; use tp<={spec.ranks_per_node} dividing it",
+        ("tp", "ranks_per_node"),
+    )
+
+
+def heads_of(spec: PointSpec) -> tuple[int, int] | None:
+    """(attention heads, key/value heads) of the point's model, or None for a ``model_type`` the capacity model
+    does not read (then the pre-flight asks transformers' config: :mod:`sweeper.job.preflight_checks`)."""
+    try:
+        arch = Arch.from_config(spec.model_type, spec.model_config)
+    except (UnknownArchitecture, KeyError, TypeError, ValueError):
+        return None
+    return arch.heads, arch.kv_heads
+
+
+@rule(
+    "T05",
+    ("tp", "sp", "model"),
+    "tp divides the attention heads and the key/value heads; sp divides the attention heads",
+    "DeepSpeed AutoTP shards q/k/v by heads (runtime/engine.py: ranks past the KV head count hold no attention "
+    "shard); Ulysses all-to-all scatters heads (deepspeed/sequence/layer.py)",
+)
+def _heads(spec: PointSpec, _: Target):
+    heads = heads_of(spec)
+    if heads is None or (spec.tp == 1 and spec.sp == 1):
+        return None
+    a, kv = heads
+    for key, degree, count, what in (
+        ("tp", spec.tp, a, "attention heads"),
+        ("tp", spec.tp, kv, "key/value heads (num_key_value_heads)"),
+        ("sp", spec.sp, a, "attention heads"),
+    ):
+        if degree > 1 and count % degree:
+            fits = [d for d in range(1, count + 1) if count % d == 0 and d <= 64]
+            return (
+                f"{key}={degree} does not divide model={spec.model}'s {count} {what}: each rank must hold whole "
+                f"heads; use {key} in {', '.join(map(str, fits))}",
+                (key, "model"),
+            )
+    return None
+
+
+@rule(
+    "T06",
+    ("sp", "seq_len"),
+    "sp divides seq_len (each rank holds seq_len / sp tokens of every sample)",
+    "DeepSpeed Ulysses (UlyssesSPDataLoaderAdapter shards the sequence evenly)",
+)
+def _sequence_split(spec: PointSpec, _: Target):
+    if spec.sp == 1 or spec.seq_len % spec.sp == 0:
+        return None
+    return (
+        f"sp={spec.sp} does not divide seq_len={spec.seq_len}: Ulysses gives each rank seq_len / sp tokens of every "
+        f"sample; use a seq_len that is a multiple of {spec.sp}",
+        ("sp", "seq_len"),
+    )
+
+
+@rule(
+    "T07",
+    ("tp", "zero"),
+    "DeepSpeed AutoTP trains with ZeRO 0, 1 or 2, not 3",
+    "transformers integrations/deepspeed.py ('Weight conversions ... with DeepSpeed Tensor Parallelism are not yet "
+    "implemented'); zero.Init's 'auto' batch mismatch at load (../shared/notes/parallelism.md, measured)",
+    kind="incompatible",
+)
+def _autotp_zero3(spec: PointSpec, _: Target):
+    if spec.tp == 1 or spec.zero != 3 or spec.fsdp != "none":
+        return None
+    return (
+        f"tp={spec.tp} with zero=3: DeepSpeed AutoTP does not train under ZeRO-3 through the HF Trainer (zero.Init "
+        "builds the model before AutoTP can shard it: transformers raises 'Weight conversions ... with DeepSpeed "
+        "Tensor Parallelism are not yet implemented', and the 'auto' batch sizes mismatch at load); use zero=1 or "
+        "zero=2 with tp, or tp=1 with zero=3",
+        ("tp", "zero"),
+    )
+
+
+@rule(
+    "T08",
+    ("tp", "fsdp"),
+    "FSDP x TP (2-D) is not measured by this version: tp > 1 runs on DeepSpeed AutoTP, with fsdp=none",
+    "docs/parallelism.md (what each axis runs on)",
+    status="unsupported",
+)
+def _fsdp_tp(spec: PointSpec, _: Target):
+    if spec.tp == 1 or spec.fsdp == "none":
+        return None
+    return (
+        f"tp={spec.tp} with fsdp={spec.fsdp}: 2-D FSDP x TP (transformers' DistributedConfig(tp_size, fsdp_size)) "
+        "is not measured by this version of sweeper; tensor parallelism runs on DeepSpeed AutoTP: use fsdp=none "
+        f"with zero=0|1|2 and tp={spec.tp} (ZeRO shards over the data-parallel ranks as FSDP would)",
+        ("tp", "fsdp"),
+    )
+
+
+@rule(
+    "T09",
+    ("sp",),
+    "Ulysses sequence parallelism (sp > 1) is not measured by this version",
+    "docs/parallelism.md (what each axis runs on)",
+    status="unsupported",
+)
+def _ulysses(spec: PointSpec, _: Target):
+    if spec.sp == 1:
+        return None
+    return (
+        f"sp={spec.sp}: Ulysses sequence parallelism is not measured by this version of sweeper (it needs DeepSpeed's "
+        "sequence-parallel process groups and position ids in every batch); use sp=1 (docs/parallelism.md)",
+        ("sp",),
+    )
