@@ -46,11 +46,15 @@ from sweeper.capacity.timing import comm_time, engine_host_s, step_flops
 from sweeper.config.spec import PointSpec
 
 #: Families in the order a missing one borrows from (DDP's numbers are the plainest compute).
-FAMILIES = ("ddp", "zero", "fsdp")
+FAMILIES = ("ddp", "zero", "fsdp", "autotp")
 
 
 def family(spec: PointSpec) -> str:
-    """The engine family of a point: ``zero`` (DeepSpeed), ``fsdp`` (FSDP2) or ``ddp`` (DDP, or one rank)."""
+    """The engine family of a point: ``autotp`` (DeepSpeed AutoTP, ``tp > 1``: its own calibration group, since a
+    tensor-parallel step runs half-size matmuls and a Python autograd function per sharded layer, neither of which a
+    data-parallel point measures), ``zero`` (DeepSpeed), ``fsdp`` (FSDP2) or ``ddp`` (DDP, or one rank)."""
+    if spec.tp > 1:
+        return "autotp"
     return "zero" if spec.zero else ("fsdp" if spec.fsdp != "none" else "ddp")
 
 
@@ -65,6 +69,7 @@ FAMILY_WORDS = {
     "ddp": ("fsdp=none zero=0", "DDP"),
     "fsdp": ("fsdp=<strategy> zero=0", "FSDP"),
     "zero": ("zero=1|2|3", "DeepSpeed ZeRO"),
+    "autotp": ("fsdp=none zero=0|1|2 tp>1", "DeepSpeed AutoTP"),
 }
 
 

@@ -211,6 +211,7 @@ def predict(
     settings = plan_settings(spec)
     try:
         arch = Arch.from_config(spec.model_type, spec.model_config)
+        arch.tp_param_shapes(spec.tp)  # a tensor-parallel layout the model does not count: unknown, not guessed
     except (UnknownArchitecture, KeyError, TypeError, ValueError) as e:
         return Prediction(margin=settings.memory_margin, note=str(e))
     spec, auto_note = resolve_auto_batch(spec, target)

@@ -214,7 +214,7 @@ def model_states(
         # optimizer on the module's parameters, no master copy (measured: 8 bytes/param of AdamW state at tp=2);
         # its gradients are cleared inside the engine's step (None, as under ZeRO). In 16 bits it wraps its
         # BF16_Optimizer / FP16 optimizer with fp32 masters, which was not measured: unknown, not guessed
-        if w != FP32:
+        if w != FP32 and opt.name != "unknown":  # "unknown": the caller asks for the parameters alone
             raise UnknownOptimizer(
                 "DeepSpeed at ZeRO stage 0 in 16-bit precision (its BF16_Optimizer / FP16 master copies) "
                 "is not modelled"

@@ -8,7 +8,12 @@ The grid is what the command line sweeps (``-m key=a,b``, exactly as in ``python
   ``zero=0``);
 - gradient checkpointing, :data:`GC`: off and on, unless ``gc`` is named.
 
-So ``python -m sweeper.plan model=llama-2-7b cluster=h100-80gb seq_len=4096`` plans 6 engines x 2 = 12 points,
+- tensor parallelism, :data:`TP_DEGREES`: each engine DeepSpeed AutoTP runs (ZeRO-1, ZeRO-2; and stage 0, plain
+  data-parallel replication, in fp32 only, where its states are modelled) also at tp = 2, 4, 8 where the model's heads
+  and the cluster's node allow it and the model counts its layout, unless ``tp`` is named.
+
+So ``python -m sweeper.plan model=llama-2-7b cluster=h100-80gb seq_len=4096`` (bf16) plans 6 engines x 2 = 12 points
+and 2 x 3 x 2 = 12 tensor-parallel ones,
 ``gc=true`` plans the 6 engines with checkpointing, ``-m fsdp=none,full_shard zero=0,3`` plans the 4 combinations
 (the gate then refuses ``full_shard`` with ``zero=3``: listed as refused, with the reason).
 """
@@ -41,11 +46,41 @@ ENGINES: tuple[tuple[str, int], ...] = (
 GC: tuple[bool, ...] = (False, True)
 
 
-def engine_label(fsdp: str, zero: int) -> str:
-    """A person's name for the (fsdp, zero) pair: ``DDP``, ``ZeRO-2``, ``FSDP full_shard``."""
+#: Tensor-parallel degrees the default grid adds to the engines DeepSpeed AutoTP runs (``fsdp=none``, ZeRO 0-2),
+#: those legal for the model and the node (:func:`tp_degrees`).
+TP_DEGREES: tuple[int, ...] = (2, 4, 8)
+
+
+def engine_label(fsdp: str, zero: int, tp: int = 1) -> str:
+    """A person's name for the (fsdp, zero, tp) triple: ``DDP``, ``ZeRO-2``, ``FSDP full_shard``, ``ZeRO-1 + TP 4``,
+    ``TP 2`` (AutoTP with data-parallel replication)."""
     if fsdp == "none":
-        return "DDP" if zero == 0 else f"ZeRO-{zero}"
-    return f"FSDP {fsdp}" if zero == 0 else f"FSDP {fsdp} + ZeRO-{zero}"
+        base = "DDP" if zero == 0 else f"ZeRO-{zero}"
+    else:
+        base = f"FSDP {fsdp}" if zero == 0 else f"FSDP {fsdp} + ZeRO-{zero}"
+    if tp == 1:
+        return base
+    return f"TP {tp}" if base == "DDP" else f"{base} + TP {tp}"
+
+
+def tp_degrees(cfg: DictConfig) -> list[int]:
+    """The :data:`TP_DEGREES` the gate accepts for ``cfg``'s model and node (a TP group inside the node, whole
+    heads per rank: rules T03-T05) and whose layout the capacity model counts (not a tied output head, not gpt2:
+    :meth:`~sweeper.capacity.arch.Arch.tp_param_shapes`), so the default grid holds no point it would only refuse or
+    leave unknown (``tp=`` on the command line still plans any degree, saying what is unknown)."""
+    from sweeper.capacity.arch import Arch, UnknownArchitecture
+    from sweeper.point.rules.parallelism import heads_of
+
+    spec = from_config(cfg)
+    heads = heads_of(spec)
+    if heads is None:
+        return []
+    legal = [t for t in TP_DEGREES if spec.ranks_per_node % t == 0 and heads[0] % t == 0 and heads[1] % t == 0]
+    try:
+        Arch.from_config(spec.model_type, spec.model_config).tp_param_shapes(max(legal, default=1))
+    except UnknownArchitecture:
+        return []
+    return legal
 
 
 def named_keys(overrides: Iterable[str]) -> set[str]:
@@ -64,14 +99,30 @@ def default_axes(named: set[str]) -> list[dict[str, Any]]:
 
 def expand(configs: Sequence[DictConfig], named: set[str]) -> list[DictConfig]:
     """Every composed point config crossed with :func:`default_axes`, values set through the typed schema (a copy
-    per combination; ``configs`` are left as they are)."""
+    per combination; ``configs`` are left as they are); unless ``tp`` is named, each engine DeepSpeed AutoTP runs
+    (``fsdp=none``, ZeRO 0-2) also at every legal tensor-parallel degree (:func:`tp_degrees`)."""
     out = []
     for cfg in configs:
+        degrees: list[int] | None = None
         for combo in default_axes(named):
             point = copy.deepcopy(cfg)
             for key, value in combo.items():
                 point[key] = value
             out.append(point)
+            # AutoTP runs fsdp=none at ZeRO 0-2; at stage 0 in 16 bits its optimizer's masters are not modelled
+            # (sweeper.capacity.states): such a row would only say "unknown"
+            if (
+                "tp" in named
+                or point.fsdp != "none"
+                or point.zero == 3
+                or (point.zero == 0 and point.precision != "fp32")
+            ):
+                continue
+            degrees = tp_degrees(point) if degrees is None else degrees
+            for t in degrees:
+                parallel = copy.deepcopy(point)
+                parallel.tp = t
+                out.append(parallel)
     return out
 
 
