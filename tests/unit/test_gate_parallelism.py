@@ -41,7 +41,9 @@ REFUSED = [
     ),
     ("T07", "invalid", dict(tp=2, zero=3), ["tp", "zero"], ["ZeRO-3", "zero=1 or zero=2"]),
     ("T08", "unsupported", dict(tp=2, fsdp="full_shard"), ["tp", "fsdp"], ["fsdp=none"]),
-    ("T09", "unsupported", dict(sp=2), ["sp"], ["sp=1"]),
+    ("T09", "unsupported", dict(sp=2, fsdp="full_shard"), ["sp", "fsdp"], ["fsdp=none"]),
+    ("T09", "unsupported", dict(sp=2, tp=2, ranks_per_node=4), ["sp", "tp"], ["tp=1 or sp=1"]),
+    ("T06", "invalid", dict(sp=2, seq_len=127), ["sp", "seq_len"], ["multiple of 2"]),
     (
         "T10",
         "invalid",
@@ -73,9 +75,17 @@ def test_each_combination_the_stack_cannot_train_is_refused_with_its_rule_and_ke
 
 @pytest.mark.parametrize(
     "overrides",
-    [dict(tp=2), dict(tp=2, zero=1), dict(tp=2, zero=2), dict(tp=2, ranks_per_node=4, zero=2), dict(tp=1, zero=3)],
+    [
+        dict(tp=2),
+        dict(tp=2, zero=1),
+        dict(tp=2, zero=2),
+        dict(tp=2, ranks_per_node=4, zero=2),
+        dict(tp=1, zero=3),
+        dict(sp=2, zero=2),
+        dict(sp=2, zero=3, ranks_per_node=4),
+    ],
 )
-def test_what_deepspeed_autotp_trains_passes(overrides):
+def test_what_deepspeed_autotp_and_ulysses_train_passes(overrides):
     check(spec(**overrides), CPU)
 
 
@@ -125,6 +135,16 @@ def test_zero_shards_divide_by_the_data_parallel_degree_not_the_world():
     st = states_for(s, arch, lay)
     # fp32 masters + Adam moments over the local shard's ZeRO partition, 12 bytes/element / dp (not / world)
     assert st.optimizer_state_bytes == pytest.approx(12 * local / 2, rel=0.001)
+
+
+def test_a_ulysses_group_all_to_alls_q_k_v_and_the_output_and_holds_half_the_tokens():
+    arch = Arch.from_config("llama", TINY)
+    s = spec(sp=2, zero=2, model={"config": TINY})
+    lay = layout(s, "cpu")
+    assert (lay.sp, lay.shards) == (2, 2)  # ZeRO over the sequence ranks too
+    sp = [c for c in collectives(arch, lay, 1, 1, 4 * 128, False) if c.group == "sp"]
+    assert [c.kind for c in sp] == ["all_to_all"] * 4 and all(c.count == 2 * 2 for c in sp)  # fwd + bwd, 2 layers
+    assert sp[0].nbytes == 4 * 64 * 64 * 4  # this rank's 256 tokens x q width 64, fp32
 
 
 def test_a_tp_group_all_reduces_activations_and_does_a_tp_th_of_the_flops():

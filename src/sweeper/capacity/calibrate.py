@@ -46,15 +46,18 @@ from sweeper.capacity.timing import comm_time, engine_host_s, step_flops
 from sweeper.config.spec import PointSpec
 
 #: Families in the order a missing one borrows from (DDP's numbers are the plainest compute).
-FAMILIES = ("ddp", "zero", "fsdp", "autotp")
+FAMILIES = ("ddp", "zero", "fsdp", "autotp", "ulysses")
 
 
 def family(spec: PointSpec) -> str:
     """The engine family of a point: ``autotp`` (DeepSpeed AutoTP, ``tp > 1``: its own calibration group, since a
     tensor-parallel step runs half-size matmuls and a Python autograd function per sharded layer, neither of which a
-    data-parallel point measures), ``zero`` (DeepSpeed), ``fsdp`` (FSDP2) or ``ddp`` (DDP, or one rank)."""
+    data-parallel point measures), ``ulysses`` (DeepSpeed Ulysses, ``sp > 1``: all-to-alls per layer and
+    a shorter sequence per rank, likewise), ``zero`` (DeepSpeed), ``fsdp`` (FSDP2) or ``ddp`` (DDP, or one rank)."""
     if spec.tp > 1:
         return "autotp"
+    if spec.sp > 1:
+        return "ulysses"
     return "zero" if spec.zero else ("fsdp" if spec.fsdp != "none" else "ddp")
 
 
@@ -70,6 +73,7 @@ FAMILY_WORDS = {
     "fsdp": ("fsdp=<strategy> zero=0", "FSDP"),
     "zero": ("zero=1|2|3", "DeepSpeed ZeRO"),
     "autotp": ("fsdp=none zero=0|1|2 tp>1", "DeepSpeed AutoTP"),
+    "ulysses": ("fsdp=none sp>1", "DeepSpeed Ulysses"),
 }
 
 
@@ -163,7 +167,7 @@ def point_efficiency(spec: PointSpec, metrics: dict[str, Any]) -> float | None:
     except (UnknownArchitecture, KeyError, TypeError, ValueError):
         return None
     flops = step_flops(
-        arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc, tp=spec.tp
+        arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc, tp=spec.tp * spec.sp
     )
     return flops / (peak * step)
 
@@ -265,7 +269,12 @@ def fit_calibration(
         if compute <= 0:
             continue
         flops = step_flops(
-            arch, batch=spec.micro_batch, seq_len=spec.seq_len, grad_accum=spec.grad_accum, gc=spec.gc, tp=spec.tp
+            arch,
+            batch=spec.micro_batch,
+            seq_len=spec.seq_len,
+            grad_accum=spec.grad_accum,
+            gc=spec.gc,
+            tp=spec.tp * spec.sp,
         )
         by_group.setdefault(group_key(family(spec), spec.gc, spec.precision), []).append((flops, peak, compute))
         values.append(flops / (peak * step))

@@ -201,7 +201,7 @@ def estimate_memory(
     """
     lay = layout(spec, device)
     b = spec.micro_batch if batch is None else batch
-    tokens = b * spec.seq_len
+    tokens = b * spec.seq_len // spec.sp  # Ulysses: each rank holds seq_len / sp tokens of every sample
     st = states_for(spec, arch, lay)
     gpu = device == "cuda"
     terms_fb: dict[str, Term] = {}

@@ -41,7 +41,8 @@ class Layout:
             compute dtype; ZeRO-3 gathers its 16-bit partitions).
         device: ``cpu`` or ``cuda``.
         tp: the tensor-parallel degree (DeepSpeed AutoTP): each rank holds :meth:`Arch.tp_param_shapes` and the
-            ZeRO shards divide by the data-parallel degree ``world / tp``, not by ``world``.
+            ZeRO shards divide by ``world / tp``, not by ``world``. sp: the Ulysses degree: each rank holds
+            ``seq_len / sp`` tokens of every sample, and ZeRO shards over the sequence ranks as well.
     """
 
     strategy: str
@@ -54,6 +55,7 @@ class Layout:
     gathered_bytes: int
     device: str
     tp: int = 1
+    sp: int = 1
 
     @property
     def sharded(self) -> bool:
@@ -72,7 +74,9 @@ _FSDP_STRATEGY = {"full_shard": "fsdp_full", "shard_grad_op": "fsdp_grad_op", "h
 def layout(spec: PointSpec, device: str) -> Layout:
     """The :class:`Layout` of ``spec`` on ``device`` (``cpu`` or ``cuda``)."""
     world = spec.ranks_per_node * spec.nodes
-    dp = spec.dp  # ZeRO and FSDP shard over the data-parallel ranks (world / (tp x sp)), not over the world
+    # ZeRO and FSDP shard over the ranks that hold the same parameters: world / tp (the data-parallel ranks and, under
+    # Ulysses, the sequence ranks with them: DeepSpeed's sequence-data-parallel group), not over the world
+    dp = spec.world_size // spec.tp
     store = DTYPE_BYTES[spec.model_dtype]
     autocast = spec.precision != "fp32" and spec.model_dtype == "float32"
     compute = PRECISION_BYTES[spec.precision] if spec.precision != "fp32" else store
@@ -103,6 +107,7 @@ def layout(spec: PointSpec, device: str) -> Layout:
         gathered_bytes=compute if spec.fsdp != "none" else param,
         device=device,
         tp=spec.tp,
+        sp=spec.sp,
     )
 
 

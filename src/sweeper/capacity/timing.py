@@ -80,13 +80,13 @@ class Collective:
     """One kind of collective an engine issues per optimizer step.
 
     Attributes:
-        kind: ``all_reduce``, ``all_gather`` or ``reduce_scatter``.
+        kind: ``all_reduce``, ``all_gather``, ``reduce_scatter`` or ``all_to_all`` (``nbytes``: this rank's buffer).
         nbytes: the full buffer (bytes): the all-reduced tensor, the gathered output, the reduce-scatter input.
         count: how many per optimizer step.
         hideable: issued during backward (can overlap compute on a GPU).
         inter: the ring crosses nodes (the inter-node link bounds it).
-        group: ``dp`` (the data-parallel ranks: the engine's gradient and parameter traffic) or ``tp`` (the ranks of
-            one tensor-parallel group: activations).
+        group: ``dp`` (the ranks holding the same parameters: the engine's gradient and parameter traffic), ``tp``
+            (one tensor-parallel group: activations) or ``sp`` (one Ulysses group: q, k, v and attention outputs).
     """
 
     kind: str
@@ -129,8 +129,9 @@ class TimeEstimate:
 
 def step_flops(arch: Arch, *, batch: int, seq_len: int, grad_accum: int, gc: bool, tp: int = 1) -> float:
     """FLOPs one device does per optimizer step: tokens × PaLM FLOPs per token, plus one forward per token with
-    full checkpointing (the recompute; hardware FLOPs, not MFU's model FLOPs). Under tensor parallelism of degree
-    ``tp`` the ranks of a group share their batch's matmuls: each does 1/tp of them (Megatron-LM's split)."""
+    full checkpointing (the recompute; hardware FLOPs, not MFU's model FLOPs). ``tp``: the ranks that share one batch
+    (tensor x sequence parallel degree): each does 1/tp of its matmuls (Megatron-LM's split of the linears; Ulysses
+    splits the tokens, then the heads)."""
     per_token = arch.flops_per_token(seq_len) + (arch.forward_flops_per_token(seq_len) if gc else 0.0)
     return batch * seq_len * grad_accum * per_token / tp
 
@@ -177,7 +178,26 @@ def collectives(
     return [
         *_data_parallel(arch, lay, nodes, grad_accum),
         *tensor_parallel_collectives(arch, lay, micro_tokens, grad_accum, gc),
+        *sequence_parallel_collectives(arch, lay, micro_tokens, grad_accum, gc),
     ]
+
+
+def sequence_parallel_collectives(
+    arch: Arch, lay: Layout, micro_tokens: int, grad_accum: int, gc: bool
+) -> list[Collective]:
+    """What a Ulysses group of ``lay.sp`` ranks exchanges per optimizer step: per micro-batch and layer, four
+    all-to-alls in forward (q, k and v from sequence-sharded to head-sharded, the attention output back) and four in
+    backward, each of this rank's ``micro_tokens / sp`` tokens at the projection's width in the compute dtype
+    (Jacobs et al. 2023, arXiv:2309.14509; ``deepspeed/sequence/layer.py``); four more per layer in the recompute
+    with checkpointing. An all-to-all costs ``sp − 1`` steps and ``(sp − 1)/sp`` of the rank's buffer on the wire
+    (:func:`sweeper.capacity.hostcomm.ring_time`, as an all-gather of that buffer). Nothing hides."""
+    if lay.sp <= 1 or micro_tokens <= 0:
+        return []
+    local = micro_tokens / lay.sp
+    b = lay.compute_bytes
+    passes = grad_accum * (3 if gc else 2)
+    widths = (arch.q_width, arch.kv_width, arch.kv_width, arch.q_width)
+    return [Collective("all_to_all", local * w * b, arch.layers * passes, False, False, "sp") for w in widths]
 
 
 def tensor_parallel_collectives(
@@ -203,8 +223,9 @@ def tensor_parallel_collectives(
 
 
 def _data_parallel(arch: Arch, lay: Layout, nodes: int, grad_accum: int) -> list[Collective]:
-    """The data-parallel engine's collectives (module doc), over the ``world / tp`` data-parallel ranks, on the
-    parameters one rank holds (:meth:`Arch.tp_param_shapes`)."""
+    """The data-parallel engine's collectives (module doc), over the ``world / tp`` ranks that hold the same
+    parameters (the data-parallel ranks, and the Ulysses ranks with them), on the parameters one rank holds
+    (:meth:`Arch.tp_param_shapes`)."""
     if lay.world // lay.tp <= 1:
         return []
     a = grad_accum
@@ -276,6 +297,8 @@ def _ring(lay: Layout, c: Collective) -> int:
     and reductions, else the data-parallel ranks (the world without tensor parallelism)."""
     if c.group == "tp":
         return lay.tp
+    if c.group == "sp":
+        return lay.sp
     return lay.shards if lay.sharded else lay.world // lay.tp
 
 
@@ -360,9 +383,10 @@ def estimate_time(
     """
     if peak_flops <= 0 or efficiency <= 0:
         raise ValueError(f"peak_flops ({peak_flops}) and efficiency ({efficiency}) must be positive")
-    tokens = batch * seq_len * grad_accum / lay.tp  # one device's share: a TP group trains on one batch
+    # one device's share: a TP or SP group trains on one batch together
+    tokens = batch * seq_len * grad_accum / (lay.tp * lay.sp)
     fpt = arch.flops_per_token(seq_len)
-    flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc, tp=lay.tp)
+    flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc, tp=lay.tp * lay.sp)
     kernel_s = flops / (peak_flops * efficiency)
     compute_s = overhead_s + kernel_s
     comm_s, hideable, count = comm_time(arch, lay, nodes, grad_accum, intra, inter, batch * seq_len, gc)

@@ -148,7 +148,13 @@ def run_rank(point_dir: Path) -> int:
     from sweeper.job.memory import BudgetWindow, MemoryWindow
     from sweeper.job.timing import ProfilerWindow, StepTimer, Windows
     from sweeper.job.trainer_run import TrainerRunLog, num_parameters
-    from sweeper.job.trainer_setup import SweeperTrainer, SyntheticTokens, build_model, training_arguments
+    from sweeper.job.trainer_setup import (
+        SweeperTrainer,
+        SyntheticTokens,
+        build_model,
+        init_sequence_parallel,
+        training_arguments,
+    )
     from sweeper.job.verify import DtypeProbe, LabelCheck
     from sweeper.point.batch_search import searched_batch
     from sweeper.point.device_budget import read_budget
@@ -211,6 +217,7 @@ def run_rank(point_dir: Path) -> int:
             check.unsharded_params = shape["param_count"]
         with faults.attributed("verify"):
             probe.attach(model)
+        init_sequence_parallel(spec, use_cuda)
         mapping = partial(faults.attributed, "trainer-args")
         args = training_arguments(spec, str(point_dir / "trainer"), use_cpu=not use_cuda, own=mapping)
         vocab = model.config.vocab_size
@@ -222,7 +229,7 @@ def run_rank(point_dir: Path) -> int:
         trainer = SweeperTrainer(
             model=model,
             args=args,
-            train_dataset=SyntheticTokens(n_train, spec.seq_len, vocab, spec.seed),
+            train_dataset=SyntheticTokens(n_train, spec.seq_len, vocab, spec.seed, position_ids=spec.sp > 1),
             eval_dataset=SyntheticTokens(spec.per_device_batch_size * spec.dp * 2, spec.seq_len, vocab, spec.seed + 1)
             if spec.eval
             else None,

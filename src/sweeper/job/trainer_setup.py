@@ -35,14 +35,17 @@ def build_model(spec: PointSpec) -> torch.nn.Module:
 
 
 class SyntheticTokens(torch.utils.data.Dataset):
-    """``n`` samples of ``seq_len`` random token ids in ``[0, vocab_size)``, ``labels = input_ids``.
+    """``n`` samples of ``seq_len`` random token ids in ``[0, vocab_size)``, ``labels = input_ids``; with
+    ``position_ids`` the positions ``0..seq_len-1`` too (Ulysses sequence parallelism needs them in every batch:
+    each rank sees a slice of the sequence and must know where it is).
 
     Deterministic for a seed, so every strategy trains on the same data (losses comparable across points).
     """
 
-    def __init__(self, n: int, seq_len: int, vocab_size: int, seed: int) -> None:
+    def __init__(self, n: int, seq_len: int, vocab_size: int, seed: int, position_ids: bool = False) -> None:
         g = torch.Generator().manual_seed(seed)
         self.ids = torch.randint(0, vocab_size, (n, seq_len), generator=g)
+        self.positions = torch.arange(seq_len) if position_ids else None
 
     def __len__(self) -> int:
         return self.ids.shape[0]
@@ -51,7 +54,10 @@ class SyntheticTokens(torch.utils.data.Dataset):
         """Sample ``i``. Raises :class:`sweeper.job.faults.HarnessFault` (site ``data``) when indexing fails: sweeper's
         own data, never the user's error (no cost without an exception)."""
         try:
-            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+            sample = {"input_ids": self.ids[i], "labels": self.ids[i]}
+            if self.positions is not None:
+                sample["position_ids"] = self.positions
+            return sample
         except Exception as e:
             from sweeper.job.faults import HarnessFault
 
@@ -114,7 +120,31 @@ def _own_training_kwargs(spec: PointSpec, output_dir: str, use_cpu: bool) -> dic
         kw["fsdp_config"] = {k: v for k, v in sweeper_fsdp_config(spec).items() if k != "sharding_strategy"}
     if spec.deepspeed:
         kw["deepspeed"] = deepspeed_config(spec)
+    if spec.sp > 1:
+        kw["parallelism_config"] = sequence_parallel_config(spec)
     return kw
+
+
+def sequence_parallel_config(spec: PointSpec) -> Any:
+    """accelerate's ``ParallelismConfig`` for DeepSpeed Ulysses of degree ``spec.sp``: the sequence of every batch
+    split evenly (``seq_len`` fixed, the gate's rule T06), attention through SDPA wrapped in Ulysses' all-to-alls
+    (``accelerate/utils/dataclasses.py`` ``DeepSpeedSequenceParallelConfig``)."""
+    from accelerate.utils import DeepSpeedSequenceParallelConfig, ParallelismConfig
+
+    handler = DeepSpeedSequenceParallelConfig(
+        sp_seq_length=spec.seq_len, sp_seq_length_is_variable=False, sp_attn_implementation="sdpa"
+    )
+    return ParallelismConfig(sp_size=spec.sp, sp_backend="deepspeed", sp_handler=handler)
+
+
+def init_sequence_parallel(spec: PointSpec, use_cuda: bool) -> None:
+    """Ulysses needs DeepSpeed's process groups before the Trainer builds its accelerator (else "torch.distributed
+    must be initialized"): ``deepspeed.init_distributed`` on the backend of the device. Nothing for ``sp=1``."""
+    if spec.sp == 1:
+        return
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="nccl" if use_cuda else "gloo")
 
 
 class SweeperTrainer(Trainer):

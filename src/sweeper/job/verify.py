@@ -80,8 +80,16 @@ def _tensor_parallel(trainer: Any, model: torch.nn.Module) -> dict[str, Any]:
     layers = _linear_types()[1:]
     if layers:
         sharded = sum(1 for m in model.modules() if isinstance(m, layers))
-    dp = int(getattr(engine, "dp_world_size", trainer.args.world_size // max(tp, 1)))
-    return {"mesh": {"dp": dp, "tp": tp, "sp": 1}, "tp_sharded_modules": sharded}
+    sp = 1
+    if getattr(trainer.args, "parallelism_config", None) is not None:
+        from deepspeed.utils import groups
+
+        sp = int(groups._get_sequence_parallel_world_size())  # the Ulysses group DeepSpeed trains on
+    if sp > 1:  # under Ulysses DeepSpeed has no plain data-parallel group (dp_world_size None): the rest is dp
+        dp = trainer.args.world_size // (tp * sp)
+    else:
+        dp = int(getattr(engine, "dp_world_size", None) or trainer.args.world_size // max(tp, 1))
+    return {"mesh": {"dp": dp, "tp": tp, "sp": sp}, "tp_sharded_modules": sharded}
 
 
 def observe_setup(trainer: Any, probe: DtypeProbe, unsharded_params: int) -> dict[str, Any]:
@@ -189,13 +197,20 @@ def mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
 
 
 def _mesh_mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
-    """A tp label that did not shard: the mesh's degrees, AutoTP's sharded modules, the per-rank parameters."""
+    """A tp or sp label that did not run as labelled: the mesh's degrees, AutoTP's sharded modules, the per-rank
+    parameters, the tokens per sample a rank's embedding saw."""
     mesh = setup.get("mesh")
     if mesh is None:  # a setup observed before the mesh was recorded
         return []
     out = []
-    if mesh.get("tp") != spec.tp or mesh.get("dp") != spec.dp:
-        out.append(f"tp={spec.tp} (dp={spec.dp}) asked, but the ranks train on dp={mesh.get('dp')} tp={mesh.get('tp')}")
+    seen = setup.get("seq_len_per_rank")
+    if (mesh.get("tp"), mesh.get("sp", 1), mesh.get("dp")) != (spec.tp, spec.sp, spec.dp):
+        out.append(
+            f"tp={spec.tp} sp={spec.sp} (dp={spec.dp}) asked, but the ranks train on dp={mesh.get('dp')} "
+            f"tp={mesh.get('tp')} sp={mesh.get('sp')}"
+        )
+    elif spec.sp > 1 and seen is not None and seen != spec.seq_len // spec.sp:
+        out.append(f"sp={spec.sp} asked, but a rank saw {seen} tokens of each sample, not {spec.seq_len // spec.sp}")
     elif spec.tp > 1 and not setup.get("tp_sharded_modules"):
         out.append(f"tp={spec.tp} asked, but no layer was sharded (DeepSpeed AutoTP replaced none)")
     elif spec.tp > 1 and spec.zero < 3 and setup["local_param_count"] >= setup["param_count"]:
@@ -216,17 +231,31 @@ class LabelCheck(TrainerCallback):
         self.trainer: Any = None
         self.unsharded_params = 0  # set by the harness from the model before the Trainer wraps it
         self.setup: dict[str, Any] = {}
+        self.seq_len_per_rank: int | None = None
+        self._seq_hook: Any = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         """The model as the engine trains it (DeepSpeed AutoTP has replaced the linears it shards by now): the
-        dtype probe hooks its first Linear."""
+        dtype probe hooks its first Linear, and the input embedding records the tokens per sample this rank sees
+        (``seq_len / sp`` under Ulysses)."""
         if model is not None:
             self.probe.attach(model)
+            embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+            if embed is not None:
+                self._seq_hook = embed.register_forward_hook(self._seen_seq_len)
+
+    def _seen_seq_len(self, module, inputs, output):
+        if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() >= 2:
+            self.seq_len_per_rank = int(inputs[0].shape[-1])
+        if self._seq_hook is not None:
+            self._seq_hook.remove()
+            self._seq_hook = None
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step != 1:
             return
         self.setup = observe_setup(self.trainer, self.probe, self.unsharded_params)
+        self.setup["seq_len_per_rank"] = self.seq_len_per_rank
         problems = mismatches(self.spec, self.setup)
         if problems:
             raise LabelMismatch("; ".join(problems))

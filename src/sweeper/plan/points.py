@@ -115,6 +115,7 @@ def expand(configs: Sequence[DictConfig], named: set[str]) -> list[DictConfig]:
                 "tp" in named
                 or point.fsdp != "none"
                 or point.zero == 3
+                or point.sp > 1  # AutoTP with Ulysses is not measured (rule T09)
                 or (point.zero == 0 and point.precision != "fp32")
             ):
                 continue

@@ -39,6 +39,7 @@ OWNED_TRAINING_ARGS: dict[str, tuple[str, ...]] = {
     "ddp_timeout": ("timeout_s",),
     "eval_accumulation_steps": ("eval",),
     "local_rank": ("ranks_per_node", "nodes"),
+    "parallelism_config": ("tp", "sp"),
 }
 
 #: TrainingArguments fields that would run tracking, saving, logging or evaluation inside the timed window (or

@@ -179,16 +179,24 @@ def _fsdp_tp(spec: PointSpec, _: Target):
 
 @rule(
     "T09",
-    ("sp",),
-    "Ulysses sequence parallelism (sp > 1) is not measured by this version",
-    "docs/parallelism.md (what each axis runs on)",
+    ("sp", "fsdp", "tp"),
+    "sp > 1 runs on DeepSpeed Ulysses: with fsdp=none, and not together with tp > 1 (not measured)",
+    "accelerate ParallelismConfig (sp_backend='deepspeed'; CP and SP exclusive); docs/parallelism.md",
     status="unsupported",
 )
 def _ulysses(spec: PointSpec, _: Target):
     if spec.sp == 1:
         return None
-    return (
-        f"sp={spec.sp}: Ulysses sequence parallelism is not measured by this version of sweeper (it needs DeepSpeed's "
-        "sequence-parallel process groups and position ids in every batch); use sp=1 (docs/parallelism.md)",
-        ("sp",),
-    )
+    if spec.fsdp != "none":
+        return (
+            f"sp={spec.sp} with fsdp={spec.fsdp}: Ulysses sequence parallelism runs on DeepSpeed (accelerate's "
+            "sp_backend='deepspeed'); use fsdp=none with zero=0|1|2|3",
+            ("sp", "fsdp"),
+        )
+    if spec.tp > 1:
+        return (
+            f"sp={spec.sp} with tp={spec.tp}: DeepSpeed AutoTP and Ulysses together are not measured by this "
+            "version of sweeper; use one of them (tp=1 or sp=1)",
+            ("sp", "tp"),
+        )
+    return None
