@@ -1,11 +1,12 @@
 """The memory and time models on tensor-parallel points (issue 34): measured on this machine, side by side in one run.
 
-Grid (one multirun, 2 real gloo ranks, the tiny model): ``tp=1,2 zero=0,1,2 gc=false,true per_device_batch_size=2,8``
-(24 points) through the product (``python -m sweeper -m ...``), a fresh ``SWEEPER_CACHE_DIR`` so that the matmul peak
+Grid (one multirun, 2 real gloo ranks, the tiny model): ``tp=1,2 sp=1,2 zero=0,1,2 gc=false,true
+per_device_batch_size=2,8`` (48 points; the 12 with tp=2 and sp=2 are refused, rule T03: 36 measured) through the
+product (``python -m sweeper -m ...``), a fresh ``SWEEPER_CACHE_DIR`` so that the matmul peak
 and gloo's cost are measured under this run's load. Then:
 
-* **memory**: for every tp=2 point, the predicted parameter, gradient and optimizer-state bytes per rank against the
-  measured ones (target: exact) and the predicted CPU peak against MemTracker's (target: within 10 %);
+* **memory**: for every tp=2 and sp=2 point, the predicted parameter, gradient and optimizer-state bytes per rank
+  against the measured ones (target: exact) and the predicted CPU peak against MemTracker's (target: within 10 %);
 * **time**, two ways per point: **left out**, calibrated on every other point of the sweep
   (:func:`sweeper.capacity.calibrate.fit_calibration`; the tp=2 points are a calibration family of their own,
   ``autotp``, as ``plan.calibrate`` fits them), the point itself never among them (target: within 25 %, and Kendall's
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from plan_time import kendall_tau
 
-GRID = ["tp=1,2", "zero=0,1,2", "gc=false,true", "per_device_batch_size=2,8"]
+GRID = ["tp=1,2", "sp=1,2", "zero=0,1,2", "gc=false,true", "per_device_batch_size=2,8"]
 STEPS = ["warmup_steps=3", "timed_steps=8", "memory_steps=1", "profile_steps=0", "profile_trace=false", "wandb=off"]
 
 
@@ -46,7 +47,7 @@ def _rel(p: float | None, q: float | None) -> float:
 
 def report(sweep_dir: Path, cache: Path) -> int:
     """Print both tables; return 1 when a target is missed on a tp=2 point (states not exact, peak > 10 %, tokens/s
-    left out > 25 %)."""
+    left out > 25 %) or an sp=2 point."""
     os.environ["SWEEPER_CACHE_DIR"] = str(cache)
     from sweeper.capacity.arch import Arch
     from sweeper.capacity.calibrate import fit_calibration
@@ -57,7 +58,7 @@ def report(sweep_dir: Path, cache: Path) -> int:
     from sweeper.results.collect import collect_records
 
     def key(r):
-        return (r.spec["tp"], r.spec["zero"], r.spec["gc"], r.spec["per_device_batch_size"])
+        return (r.spec["tp"], r.spec["sp"], r.spec["zero"], r.spec["gc"], r.spec["per_device_batch_size"])
 
     records = sorted((r for r in collect_records(sweep_dir) if r.status == "ok"), key=key)
 
@@ -73,12 +74,13 @@ def report(sweep_dir: Path, cache: Path) -> int:
         )
         return float(pred.tokens_per_s_per_device)
 
-    data_parallel = fit_calibration(records, select=lambda s: s.tp == 1, where=str(sweep_dir))
+    data_parallel = fit_calibration(records, select=lambda s: s.tp == 1 and s.sp == 1, where=str(sweep_dir))
     if data_parallel is None:
-        raise SystemExit(f"{sweep_dir}: no ok tp=1 point to calibrate on")
+        raise SystemExit(f"{sweep_dir}: no ok tp=1 sp=1 point to calibrate on")
     missed = 0
     print(
-        f"{'tp':>2} {'zero':>4} {'gc':5} {'b':>2} | {'states':7} {'peak pred':>10} {'measured':>10} {'err':>6} | "
+        f"{'tp':>2} {'sp':>2} {'zero':>4} {'gc':5} {'b':>2} | {'states':7} {'peak pred':>10} {'measured':>10} "
+        f"{'err':>6} | "
         f"{'tok/s meas':>10} {'left out':>9} {'err':>7} | {'tp=1 cal':>9} {'err':>7} | contended"
     )
     left_out: list[tuple[float, float]] = []
@@ -97,21 +99,25 @@ def report(sweep_dir: Path, cache: Path) -> int:
         out, dp_only = tokens_per_s(r, others), tokens_per_s(r, data_parallel)
         err, dp_err = (out - meas) / meas, (dp_only - meas) / meas
         left_out.append((out, meas))
-        if spec.tp > 1:
+        if spec.tp > 1 or spec.sp > 1:
             missed += (not exact) + (peak_err > 0.10) + (abs(err) > 0.25)
         print(
-            f"{spec.tp:>2} {spec.zero:>4} {spec.gc!s:5} {spec.micro_batch:>2} | {'exact' if exact else 'DIFFER':7} "
+            f"{spec.tp:>2} {spec.sp:>2} {spec.zero:>4} {spec.gc!s:5} {spec.micro_batch:>2} | "
+            f"{'exact' if exact else 'DIFFER':7} "
             f"{est.peak_bytes:>10,} {m['peak_mem_bytes']:>10,} {peak_err:6.1%} | {meas:>10,.0f} {out:>9,.0f} "
             f"{err:+7.1%} | {dp_only:>9,.0f} {dp_err:+7.1%} | {'contended' if m.get('contended') else ''}"
         )
     tp_pairs = [p for p, r in zip(left_out, records, strict=True) if r.spec["tp"] > 1]
+    sp_pairs = [p for p, r in zip(left_out, records, strict=True) if r.spec["sp"] > 1]
     tau_tp = kendall_tau([p for p, _ in tp_pairs], [q for _, q in tp_pairs])
+    tau_sp = kendall_tau([p for p, _ in sp_pairs], [q for _, q in sp_pairs])
     tau_all = kendall_tau([p for p, _ in left_out], [q for _, q in left_out])
     print(
-        f"left out = calibrated on every other point of the sweep (its tp=2 group included: family autotp); "
-        f"tp=1 cal = calibrated on the tp=1 points only (no tensor-parallel measurement: the model's transfer).\n"
-        f"Kendall tau, left out vs measured tokens/s: tp=2 points {tau_tp:.3f}, all {len(left_out)} {tau_all:.3f}; "
-        f"targets missed on tp=2 points: {missed}"
+        "left out = calibrated on every other point of the sweep (its tp=2 and sp=2 groups included: families "
+        "autotp, ulysses); tp=1 cal = calibrated on the tp=1 sp=1 points only (no model-parallel measurement: the "
+        "model's transfer).\n"
+        f"Kendall tau, left out vs measured tokens/s: tp=2 points {tau_tp:.3f}, sp=2 points {tau_sp:.3f}, all "
+        f"{len(left_out)} {tau_all:.3f}; targets missed on tp=2 and sp=2 points: {missed}"
     )
     return 1 if missed else 0
 

@@ -80,3 +80,9 @@ def test_the_memory_model_predicts_the_tp_points_states_exactly_and_their_peak(s
 def test_the_report_labels_a_tp_point_with_its_degrees(sweep):
     text = sweep.report.read_text()
     assert "tp=2" in text and "dp=1" in text
+
+
+def test_the_report_finds_every_point_of_one_global_batch_training_the_same_losses(sweep):
+    """The product's own check of the loss equality above (report section Numerics, sweeper.report.numerics)."""
+    text = sweep.report.read_text()
+    assert "## Numerics" in text and "Every one of the 4 point(s) compared trains the same" in text, text[-3000:]

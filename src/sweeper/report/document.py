@@ -95,6 +95,9 @@ def build_document(
         Section("", [*_search(sweep, df), *[Para(p) for p in answer(df, axes, unit, device_mem_gib)]]),
         Section("Results", _results(df, axes, unit, max_rows)),
     ]
+    numerics = _numerics(records, df, axes)
+    if numerics:
+        sections.append(Section("Numerics", numerics))
     if has_predictions(df):
         sections.append(Section("Predicted vs measured", _predicted(df, records)))
     if len(df) and (df["status"] == "pruned").any():
@@ -114,6 +117,32 @@ def build_document(
     if info:
         sections.append(Section("Sweep", [Bullets([f"{strong(k)}: {code(cli(v))}" for k, v in info.items()])]))
     return Document(title=f"Sweep {sweep.sweep_id}", sections=sections)
+
+
+def _numerics(records: Sequence[Record], df: pd.DataFrame, axes: Sequence[str]) -> list[Block]:
+    """The per-step loss comparison of the points that train the same numbers (:mod:`sweeper.report.numerics`):
+    a sentence first (how many compared, which depart), then the table; nothing when no group has two points."""
+    from sweeper.report.numerics import departure_frame, departures
+    from sweeper.report.plot_data import labels
+
+    found = departures(records)
+    if not found:
+        return []
+    label_of = dict(zip(df["point_id"], labels(df, axes), strict=True))
+    bad = [d for d in found if d.flagged]
+    if bad:
+        names = ", ".join(code(label_of.get(d.point_id, d.point_id)) for d in bad)
+        head = (
+            f"{strong(f'{len(bad)} of {len(found)} point(s) train other numerics')} than the point of the same model, "
+            f"seed and global batch they are compared with, by more than their precision explains: {names}. Their "
+            "label runs something else (a sharding, mesh or library difference): check them before comparing speed."
+        )
+    else:
+        head = (
+            f"Every one of the {len(found)} point(s) compared trains the same per-step losses as the point of the same "
+            "model, seed and global batch (within what its precision explains)."
+        )
+    return [Para(head), Table(departure_frame(found, label_of))]
 
 
 def _wandb(sweep: SweepDir, mode: str | None, project: str) -> list[Section]:
