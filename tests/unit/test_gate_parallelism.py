@@ -157,3 +157,12 @@ def test_a_tp_group_all_reduces_activations_and_does_a_tp_th_of_the_flops():
     assert not [c for c in found if c.group == "dp"]  # dp = 1: no gradient traffic
     full = step_flops(arch, batch=4, seq_len=128, grad_accum=1, gc=False)
     assert step_flops(arch, batch=4, seq_len=128, grad_accum=1, gc=False, tp=2) == full / 2
+
+
+def test_a_degree_that_does_not_divide_the_ranks_gets_a_fix_the_other_rules_accept():
+    """A newcomer followed "use ranks_per_node x nodes a multiple of 3" for tp=3 and met T05 (4 heads): the fix
+    offered must be one the heads rule accepts too."""
+    e = refusal(tp=3)
+    assert e.rule == "T03" and "tp=2 on these ranks" in str(e) and "more ranks would not help" in str(e)
+    assert "a multiple of 3" not in str(e)
+    check(spec(tp=2), CPU)  # the fix offered passes

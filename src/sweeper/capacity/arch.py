@@ -312,6 +312,30 @@ class Arch:
         layer += [(h, 1), (h, 1)]
         return [(v, h), *layer * self.layers, (h, 1), (-(-v // tp), h)]
 
+    def stage_param_shapes(self, tp: int, pp: int = 1, stage: str = "only") -> list[tuple[int, int]]:
+        """The parameter tensors one rank of pipeline ``stage`` holds (``first``, ``last``, or ``only`` without a
+        pipeline), under tensor parallelism ``tp`` (:meth:`tp_param_shapes`): the first stage holds the input
+        embedding and ``layers / pp`` decoder layers, the last its ``layers / pp`` layers, the final norm and the
+        output head; a tied head is a second copy of the embedding on the last stage (DeepSpeed's ``TiedLayerSpec``
+        keeps the tied weight on both ends and all-reduces its gradient). Layers split evenly (the planner's rule
+        T11: ``pp`` divides the layers).
+
+        Raises:
+            UnknownArchitecture: as :meth:`tp_param_shapes`.
+        """
+        shapes = self.tp_param_shapes(tp)
+        if pp == 1 or stage == "only":
+            return shapes
+        n_embed = n_final = 2 if self.family == "gpt2" else 1
+        n_head = 0 if self.tied else 1
+        per_layer = (len(shapes) - n_embed - n_final - n_head) // self.layers
+        layers = shapes[n_embed : n_embed + per_layer * self.layers]
+        mine = layers[: per_layer * (self.layers // pp)]
+        if stage == "first":
+            return [*shapes[:n_embed], *mine]
+        head = shapes[len(shapes) - n_head :] if n_head else [shapes[0]]
+        return [*mine, *shapes[n_embed + per_layer * self.layers : n_embed + per_layer * self.layers + n_final], *head]
+
     def sharded_params(self, shards: int) -> int:
         """Parameters the most loaded rank holds when every tensor is split on dim 0 into ``shards`` chunks of
         ``ceil(rows / shards)`` rows (FSDP2 ``fully_shard``: rank 0 gets a full chunk; padding is not stored)."""

@@ -44,7 +44,8 @@ def accumulated_grads(arch: Arch, lay: Layout, st: ModelStates) -> Held | None:
       gathered dtype, per rank (Llama-2-7B in bf16: 12.55 GiB; accelerate issue #2531). ``sync_each_batch=True``
       in accelerate's ``GradientAccumulationPlugin`` would reduce every micro-batch instead; the Trainer passes it
       only when asked (``accelerator_config.gradient_accumulation_kwargs``), and sweeper does not.
-    * ZeRO-1: gradients are reduced only at the accumulation boundary: the full ``P·w`` stays.
+    * ZeRO-1 (and DeepSpeed's stage 0): gradients are reduced only at the accumulation boundary: the full ``P·w`` of
+      the parameters this rank holds (its TP shard, its pipeline stage) stays.
     * ZeRO-2: each micro-batch's gradients are reduced into the flat partition buffer ``grads_in_partition``
       (``P/N·w``), allocated at the first micro-batch's first reduce and kept until the step releases it
       (``_release_ipg_buffers``; DeepSpeed ``runtime/zero/stage_1_and_2.py``).
@@ -57,10 +58,11 @@ def accumulated_grads(arch: Arch, lay: Layout, st: ModelStates) -> Held | None:
             "FSDP2 no_sync (set_requires_gradient_sync(False)): every unit's unsharded gradient kept over the "
             "micro-batches, the whole model per rank (accelerate#2531)",
         )
-    if lay.strategy == "zero1":
-        return arch.total_params * lay.param_bytes, "ZeRO-1: full gradients until the accumulation boundary"
+    local = sum(r * c for r, c in arch.stage_param_shapes(lay.tp, lay.pp, lay.stage))  # this rank's TP / stage
+    if lay.strategy in ("zero0", "zero1"):
+        return local * lay.param_bytes, "ZeRO-1: full gradients until the accumulation boundary"
     if lay.strategy == "zero2":
-        part = -(-arch.total_params // lay.shards)
+        part = -(-local // lay.shards)
         return part * lay.param_bytes, "ZeRO-2: grads_in_partition, reduced into every micro-batch, kept to the step"
     return None
 

@@ -28,6 +28,7 @@ node and judges them against the node's host memory (``sweeper.capacity.predict`
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from sweeper.capacity.arch import Arch
@@ -183,8 +184,13 @@ def estimate_memory(
     fragmentation: float = 0.1,
     cuda_context_bytes: int = GIB // 2,
     nccl_bytes: int = GIB // 4,
+    stage: str | None = None,
 ) -> MemoryEstimate:
     """The predicted per-rank peak of ``spec`` (or of ``spec`` at micro-batch ``batch``) on ``device``.
+
+    A pipeline (``pp > 1``, planned only) is predicted stage by stage and the most loaded stage returned: the first
+    holds the embedding and keeps the most micro-batches in flight, the last holds the head and the logits
+    (:func:`in_flight`; Narayanan et al. 2021; Megatron-LM ``theoretical_memory_usage.py``).
 
     Args:
         spec: the point. arch: its architecture (:meth:`Arch.from_config`). device: ``cpu`` or ``cuda``.
@@ -192,6 +198,7 @@ def estimate_memory(
         fragmentation: allocator reserve over the allocated peak (GPU ``device_bytes`` only).
         cuda_context_bytes, nccl_bytes: per-process CUDA context and NCCL buffers (GPU ``device_bytes`` only;
             NCCL only when world size > 1).
+        stage: with ``pp > 1``, predict this stage only (``first`` or ``last``); None: the most loaded.
 
     Returns:
         A :class:`MemoryEstimate`.
@@ -199,9 +206,17 @@ def estimate_memory(
     Raises:
         sweeper.capacity.optimizers.UnknownOptimizer: the optimizer that runs is one the model does not know.
     """
-    lay = layout(spec, device)
+    if spec.pp > 1 and stage is None:
+        kw = dict(
+            batch=batch, fragmentation=fragmentation, cuda_context_bytes=cuda_context_bytes, nccl_bytes=nccl_bytes
+        )
+        stages = [estimate_memory(spec, arch, device, stage=s, **kw) for s in ("first", "last")]  # type: ignore[arg-type]
+        return max(stages, key=lambda e: e.device_bytes)
+    lay = layout(spec, device, stage or "only")
     b = spec.micro_batch if batch is None else batch
     tokens = b * spec.seq_len // spec.sp  # Ulysses: each rank holds seq_len / sp tokens of every sample
+    flight = in_flight(spec, lay.stage)
+    own = dataclasses.replace(arch, layers=arch.layers // spec.pp) if spec.pp > 1 else arch  # this stage's layers
     st = states_for(spec, arch, lay)
     gpu = device == "cuda"
     terms_fb: dict[str, Term] = {}
@@ -222,11 +237,15 @@ def estimate_memory(
                 )
 
     # ---- forward-backward peak: at the loss's backward ----
-    per_token, what = activation_bytes_per_token(arch, lay, spec.gc, spec.seq_len)
+    per_token, what = activation_bytes_per_token(own, lay, spec.gc, spec.seq_len)
+    if spec.pp > 1:
+        per_token *= flight
+        what += f"; pipeline stage {lay.stage}: {own.layers} layers, {flight} micro-batch(es) in flight"
     terms_fb["activations"] = Term(int(per_token * tokens), f"saved for backward: {what}")
     # HF's ForCausalLMLoss upcasts the logits to fp32; cross-entropy's backward holds the fp32 logits, the
     # log-softmax output and its gradient: 3 x 4 bytes x tokens x vocab, whatever the compute dtype
-    terms_fb["logits_loss"] = Term(3 * FP32 * tokens * arch.vocab, "fp32 logits, log-softmax and its gradient")
+    if lay.stage != "first":  # a pipeline's first stage has no head
+        terms_fb["logits_loss"] = Term(3 * FP32 * tokens * arch.vocab, "fp32 logits, log-softmax and its gradient")
     if lay.autocast:
         # autocast keeps a 16-bit copy of every projection weight it cast (for the backward matmul); with
         # checkpointing only the output head's copy is alive at the loss
@@ -241,9 +260,10 @@ def estimate_memory(
     if spec.gc:
         # the other candidate with checkpointing: backward of the first layer, which recomputes one layer's
         # activations while the gradients of every other parameter already exist (the logits are gone by then)
-        one_layer = (activation_bytes_per_token(arch, lay, False, spec.seq_len)[0] - per_token) / max(1, arch.layers)
+        full = activation_bytes_per_token(own, lay, False, spec.seq_len)[0]
+        one_layer = (full - per_token / flight) / max(1, own.layers)
         recompute = dict(terms_fb)
-        recompute.pop("logits_loss")
+        recompute.pop("logits_loss", None)
         recompute["activations"] = Term(
             int(per_token * tokens + max(0.0, one_layer) * tokens),
             f"layer inputs kept by checkpointing plus one layer recomputed in backward: {what}",
@@ -282,6 +302,18 @@ def estimate_memory(
             overhead["nccl"] = nccl_bytes
     host = None if st.on_nvme else sum(t.bytes for t in host_terms.values())
     return MemoryEstimate(peak, phase, terms, other, st, peak + sum(overhead.values()), overhead, host_terms, host)
+
+
+def in_flight(spec: PointSpec, stage: str) -> int:
+    """Micro-batches whose activations one rank of pipeline ``stage`` keeps at its peak, of the ``m = grad_accum``
+    of a step: GPipe keeps all ``m`` on every stage; 1F1B keeps ``min(m, pp)`` on the first stage and one on the last
+    (stage i: ``min(m, pp - i)``; Narayanan et al. 2021, PipeDream-Flush). 1 without a pipeline."""
+    if spec.pp == 1 or stage == "only":
+        return 1
+    m = spec.grad_accum
+    if spec.plan.pp_schedule == "gpipe":
+        return m
+    return min(m, spec.pp) if stage == "first" else 1
 
 
 def _early_backward(arch: Arch, lay: Layout, at_loss: dict[str, Term], accumulated: Held | None) -> list[dict]:

@@ -42,7 +42,9 @@ class Layout:
         device: ``cpu`` or ``cuda``.
         tp: the tensor-parallel degree (DeepSpeed AutoTP): each rank holds :meth:`Arch.tp_param_shapes` and the
             ZeRO shards divide by ``world / tp``, not by ``world``. sp: the Ulysses degree: each rank holds
-            ``seq_len / sp`` tokens of every sample, and ZeRO shards over the sequence ranks as well.
+            ``seq_len / sp`` tokens of every sample, and ZeRO shards over the sequence ranks as well. pp, stage: the
+            pipeline degree and which stage this rank is (``first``, ``last``, ``only``; planned only): its layers
+            (:meth:`Arch.stage_param_shapes`), ZeRO within the stage's ``world / (tp x pp)`` ranks.
     """
 
     strategy: str
@@ -56,6 +58,8 @@ class Layout:
     device: str
     tp: int = 1
     sp: int = 1
+    pp: int = 1
+    stage: str = "only"
 
     @property
     def sharded(self) -> bool:
@@ -71,12 +75,13 @@ class Layout:
 _FSDP_STRATEGY = {"full_shard": "fsdp_full", "shard_grad_op": "fsdp_grad_op", "hybrid_shard": "fsdp_hybrid"}
 
 
-def layout(spec: PointSpec, device: str) -> Layout:
-    """The :class:`Layout` of ``spec`` on ``device`` (``cpu`` or ``cuda``)."""
+def layout(spec: PointSpec, device: str, stage: str = "first") -> Layout:
+    """The :class:`Layout` of ``spec`` on ``device`` (``cpu`` or ``cuda``); with ``pp > 1``, of one rank of pipeline
+    ``stage`` (``first``, the default, or ``last``; planned only)."""
     world = spec.ranks_per_node * spec.nodes
     # ZeRO and FSDP shard over the ranks that hold the same parameters: world / tp (the data-parallel ranks and, under
     # Ulysses, the sequence ranks with them: DeepSpeed's sequence-data-parallel group), not over the world
-    dp = spec.world_size // spec.tp
+    dp = spec.world_size // (spec.tp * spec.pp)  # a pipeline's stages hold different layers: ZeRO within a stage
     store = DTYPE_BYTES[spec.model_dtype]
     autocast = spec.precision != "fp32" and spec.model_dtype == "float32"
     compute = PRECISION_BYTES[spec.precision] if spec.precision != "fp32" else store
@@ -108,6 +113,8 @@ def layout(spec: PointSpec, device: str) -> Layout:
         device=device,
         tp=spec.tp,
         sp=spec.sp,
+        pp=spec.pp,
+        stage=stage if spec.pp > 1 else "only",
     )
 
 
@@ -194,7 +201,7 @@ def model_states(
     Raises:
         UnknownOptimizer: Adafactor under FSDP (its factored states of a DTensor were not measured).
     """
-    shapes = arch.tp_param_shapes(lay.tp)
+    shapes = arch.stage_param_shapes(lay.tp, lay.pp, lay.stage)
     p, w, n = sum(r * c for r, c in shapes), lay.param_bytes, lay.shards
     if lay.device != "cuda":
         off = NO_OFFLOAD

@@ -197,7 +197,8 @@ def sequence_parallel_collectives(
     b = lay.compute_bytes
     passes = grad_accum * (3 if gc else 2)
     widths = (arch.q_width, arch.kv_width, arch.kv_width, arch.q_width)
-    return [Collective("all_to_all", local * w * b, arch.layers * passes, False, False, "sp") for w in widths]
+    layers = arch.layers // lay.pp
+    return [Collective("all_to_all", local * w * b, layers * passes, False, False, "sp") for w in widths]
 
 
 def tensor_parallel_collectives(
@@ -214,10 +215,11 @@ def tensor_parallel_collectives(
         return []
     b = lay.compute_bytes
     activation = micro_tokens * arch.hidden * b
-    forward = 2 * arch.layers * grad_accum * (2 if gc else 1)
+    layers = arch.layers // lay.pp  # a pipeline stage's layers
+    forward = 2 * layers * grad_accum * (2 if gc else 1)
     return [
         Collective("all_reduce", activation, forward, False, False, "tp"),
-        Collective("all_reduce", activation, 2 * arch.layers * grad_accum, False, False, "tp"),
+        Collective("all_reduce", activation, 2 * layers * grad_accum, False, False, "tp"),
         Collective("all_gather", micro_tokens * arch.vocab * b, grad_accum, False, False, "tp"),
     ]
 
@@ -226,11 +228,11 @@ def _data_parallel(arch: Arch, lay: Layout, nodes: int, grad_accum: int) -> list
     """The data-parallel engine's collectives (module doc), over the ``world / tp`` ranks that hold the same
     parameters (the data-parallel ranks, and the Ulysses ranks with them), on the parameters one rank holds
     (:meth:`Arch.tp_param_shapes`)."""
-    if lay.world // lay.tp <= 1:
+    if lay.world // (lay.tp * lay.pp) <= 1:
         return []
     a = grad_accum
     inter = nodes > 1
-    shapes = arch.tp_param_shapes(lay.tp)
+    shapes = arch.stage_param_shapes(lay.tp, lay.pp, lay.stage)
     sizes = [rows * rest for rows, rest in shapes]
     if lay.strategy == "zero0":  # DeepSpeed's own all-reduce of every gradient, in buffers of 5e8 elements
         return [
@@ -272,6 +274,28 @@ def _data_parallel(arch: Arch, lay: Layout, nodes: int, grad_accum: int) -> list
     return out
 
 
+def bubble_fraction(pp: int, micro_batches: int) -> float:
+    """The share of a pipeline step its stages sit idle: ``(p − 1) / (m + p − 1)`` for GPipe and 1F1B alike
+    (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM";
+    interleaving, not modelled, divides ``p − 1`` by the chunks per stage). 0 without a pipeline. The step then takes
+    ``(m + p − 1)`` micro-batch slots of one stage's compute."""
+    return (pp - 1) / (micro_batches + pp - 1) if pp > 1 else 0.0
+
+
+def pipeline_p2p_s(arch: Arch, lay: Layout, micro_tokens: int, grad_accum: int, link: HostComm | None) -> float | None:
+    """Seconds of a pipeline step spent sending activations between stages, on the critical path: each of the
+    ``m + p − 1`` slots sends one micro-batch's activations forward and their gradient backward, ``tokens·h``
+    elements in the compute dtype each (point-to-point, one latency each). 0 without a pipeline; None when the link
+    is unknown."""
+    if lay.pp <= 1:
+        return 0.0
+    if link is None:
+        return None
+    nbytes = micro_tokens * arch.hidden * lay.compute_bytes
+    one = link.latency_s + nbytes / (link.bandwidth_gb_s * 1e9)
+    return 2 * (grad_accum + lay.pp - 1) * one
+
+
 def comm_bytes_per_step(
     arch: Arch, lay: Layout, nodes: int, grad_accum: int = 1, micro_tokens: int = 0, gc: bool = False
 ) -> tuple[float, float]:
@@ -299,7 +323,7 @@ def _ring(lay: Layout, c: Collective) -> int:
         return lay.tp
     if c.group == "sp":
         return lay.sp
-    return lay.shards if lay.sharded else lay.world // lay.tp
+    return lay.shards if lay.sharded else lay.world // (lay.tp * lay.pp)
 
 
 def comm_time(
@@ -383,15 +407,18 @@ def estimate_time(
     """
     if peak_flops <= 0 or efficiency <= 0:
         raise ValueError(f"peak_flops ({peak_flops}) and efficiency ({efficiency}) must be positive")
-    # one device's share: a TP or SP group trains on one batch together
-    tokens = batch * seq_len * grad_accum / (lay.tp * lay.sp)
+    # one device's share: a TP or SP group trains on one batch together, a pipeline's stages pass it along
+    tokens = batch * seq_len * grad_accum / (lay.tp * lay.sp * lay.pp)
     fpt = arch.flops_per_token(seq_len)
-    flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc, tp=lay.tp * lay.sp)
-    kernel_s = flops / (peak_flops * efficiency)
+    flops = step_flops(arch, batch=batch, seq_len=seq_len, grad_accum=grad_accum, gc=gc, tp=lay.tp * lay.sp * lay.pp)
+    kernel_s = flops / (peak_flops * efficiency) / (1 - bubble_fraction(lay.pp, grad_accum))
     compute_s = overhead_s + kernel_s
     comm_s, hideable, count = comm_time(arch, lay, nodes, grad_accum, intra, inter, batch * seq_len, gc)
     exposed = 0.0 if comm_s is None else comm_s - min(comm_overlap * kernel_s, hideable)  # the overhead hides none
     exposed += engine_host_s(arch, lay, intra, grad_accum)
+    p2p = pipeline_p2p_s(arch, lay, batch * seq_len, grad_accum, inter if nodes > 1 else intra)
+    if p2p is not None:
+        exposed += p2p
     step_s = compute_s + exposed
     tps = tokens / step_s
     wire = sum(comm_bytes_per_step(arch, lay, nodes, grad_accum, batch * seq_len, gc))

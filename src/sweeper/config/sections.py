@@ -98,6 +98,9 @@ class PlanConfig:
     # a measured sweep directory to calibrate the time model on (efficiency and per-step overhead per engine family,
     # gc and precision; sweeper.capacity.calibrate); null = plan.efficiency
     calibrate: str | None = None
+    # pipeline schedule of a pp > 1 plan: 1f1b (stage i holds min(m, pp - i) micro-batches in flight) or gpipe (all
+    # m); m = grad_accum, the micro-batches of one optimizer step (docs/parallelism.md)
+    pp_schedule: str = "1f1b"
 
 
 @dataclass(frozen=True)

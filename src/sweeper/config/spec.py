@@ -68,16 +68,17 @@ class PointSpec(PointKeys, Memoised):
 
     @property
     def dp(self) -> int:
-        """The data-parallel degree: ranks / (tp x sp), the ranks that each train on a batch of their own (a TP or SP
-        group shares one). Every ZeRO or FSDP shard divides by it, not by the world size. At least 1: a tp x sp that
-        does not divide the world is refused by the gate (rule T03) before anything reads this."""
-        return max(1, self.world_size // (self.tp * self.sp))
+        """The data-parallel degree: ranks / (tp x sp x pp), the ranks that each train on a batch of their own (a TP
+        or SP group shares one; a pipeline's stages pass one along). At least 1: a tp x sp that does not divide the
+        world is refused by the gate (rule T03) before anything reads this (pp > 1: the planner's rule T11)."""
+        return max(1, self.world_size // (self.tp * self.sp * self.pp))
 
     @property
     def deepspeed(self) -> bool:
         """The DeepSpeed engine trains this point: ``zero > 0``, or tensor parallelism without FSDP (AutoTP, at any
-        ZeRO stage it supports, 0 included), or Ulysses sequence parallelism."""
-        return self.zero > 0 or self.sp > 1 or (self.tp > 1 and self.fsdp == "none")
+        ZeRO stage it supports, 0 included), or Ulysses sequence parallelism, or a pipeline (planned as DeepSpeed's
+        ``PipelineModule``)."""
+        return self.zero > 0 or self.sp > 1 or self.pp > 1 or (self.tp > 1 and self.fsdp == "none")
 
     @property
     def batch_search(self) -> bool:

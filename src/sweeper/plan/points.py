@@ -51,9 +51,16 @@ GC: tuple[bool, ...] = (False, True)
 TP_DEGREES: tuple[int, ...] = (2, 4, 8)
 
 
-def engine_label(fsdp: str, zero: int, tp: int = 1) -> str:
-    """A person's name for the (fsdp, zero, tp) triple: ``DDP``, ``ZeRO-2``, ``FSDP full_shard``, ``ZeRO-1 + TP 4``,
-    ``TP 2`` (AutoTP with data-parallel replication)."""
+def engine_label(fsdp: str, zero: int, tp: int = 1, pp: int = 1) -> str:
+    """A person's name for the (fsdp, zero, tp, pp) quadruple: ``DDP``, ``ZeRO-2``, ``FSDP full_shard``,
+    ``ZeRO-1 + TP 4``, ``TP 2`` (AutoTP with data-parallel replication), ``ZeRO-1 + TP 8 + PP 4``."""
+    base = _engine_label(fsdp, zero, tp)
+    if pp == 1:
+        return base
+    return f"PP {pp}" if base == "DDP" else f"{base} + PP {pp}"
+
+
+def _engine_label(fsdp: str, zero: int, tp: int) -> str:
     if fsdp == "none":
         base = "DDP" if zero == 0 else f"ZeRO-{zero}"
     else:

@@ -33,6 +33,7 @@ from sweeper.config.spec import PointSpec
 from sweeper.plan.points import engine_label
 from sweeper.point.gate import InvalidPoint, check
 from sweeper.point.lifecycle import target_for
+from sweeper.point.rules.parallelism import pipeline_check
 from sweeper.report.axes import follows
 from sweeper.results.row import flatten
 from sweeper.units import GIB
@@ -50,6 +51,7 @@ COLUMNS: tuple[str, ...] = (
     "fsdp",
     "zero",
     "tp",
+    "pp",
     "dp",
     "gc",
     "precision",
@@ -135,10 +137,11 @@ def _spec_columns(spec: PointSpec, cluster: ClusterConfig) -> dict[str, Any]:
         "model": spec.model,
         "cluster": cluster.name,
         "gpu_name": cluster.gpu_name,
-        "engine": engine_label(spec.fsdp, spec.zero, spec.tp),
+        "engine": engine_label(spec.fsdp, spec.zero, spec.tp, spec.pp),
         "fsdp": spec.fsdp,
         "zero": spec.zero,
         "tp": spec.tp,
+        "pp": spec.pp,
         "dp": spec.dp,
         "gc": spec.gc,
         "precision": spec.precision,
@@ -228,7 +231,10 @@ def plan_row(spec: PointSpec, cluster: ClusterConfig, axes: Mapping[str, Any] | 
     spec, auto = resolve_auto_batch(spec, target)
     row = _spec_columns(spec, cluster) | dict(axes or {})
     try:
-        check(replace(spec, prune=False), target)
+        # a pipeline is planned, never swept: the gate sees the point without it (its rule T02 refuses pp > 1 in a
+        # sweep), the planner's own rule T11 checks what a pipeline needs
+        check(replace(spec, prune=False, pp=1), target)
+        pipeline_check(spec)
     except InvalidPoint as e:
         return {**row, "status": e.status, "rule": e.rule, "reason": str(e)}
     try:

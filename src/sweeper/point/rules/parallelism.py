@@ -33,7 +33,7 @@ _NAMES = {"tp": "tensor parallelism", "sp": "sequence parallelism", "pp": "pipel
 @rule(
     "T02",
     ("pp",),
-    "pp > 1 is refused: the HF Trainer has no pipeline training path",
+    "pp > 1 is refused in a sweep (the HF Trainer has no pipeline training path): plan it with sweeper.plan",
     "transformers DistributedConfig(pp_size) runs forward only; accelerate's prepare_pippy is inference only; "
     "DeepSpeed PipelineModule needs its own engine loop (../shared/notes/parallelism.md)",
     status="unsupported",
@@ -44,8 +44,9 @@ def _pipeline(spec: PointSpec, _: Target):
     return (
         f"pp={spec.pp}: the Hugging Face Trainer cannot train a pipeline-parallel model (transformers' "
         "DistributedConfig(pp_size) runs the forward only, accelerate's pipeline support is inference only, and "
-        "DeepSpeed's PipelineModule needs its own training loop), so there is nothing to measure; use pp=1 "
-        "(docs/parallelism.md)",
+        "DeepSpeed's PipelineModule needs its own training loop), so there is nothing to measure; use pp=1, and plan "
+        f"the pipeline instead: python -m sweeper.plan model={spec.model} cluster=<name> seq_len={spec.seq_len} "
+        f"pp={spec.pp} grad_accum=<micro-batches> (docs/parallelism.md)",
         ("pp",),
     )
 
@@ -60,10 +61,33 @@ def _divides_world(spec: PointSpec, _: Target):
     model_parallel = spec.tp * spec.sp
     if spec.world_size % model_parallel == 0:
         return None
+    # a fix that the other rules accept too: degrees dividing both these ranks and the model's heads (T04, T05)
+    heads = heads_of(spec)
+    fits = [
+        d
+        for d in range(2, spec.world_size + 1)
+        if spec.world_size % d == 0 and (heads is None or (heads[0] % d == 0 and heads[1] % d == 0))
+    ]
+    tps = [d for d in fits if spec.ranks_per_node % d == 0]
+
+    def choice(key: str, values: list[int]) -> str:
+        return f"{key}={values[0]}" if len(values) == 1 else f"{key} in {', '.join(map(str, values))}"
+
+    fixes = []
+    if tps and spec.sp == 1:
+        fixes.append(f"{choice('tp', tps)} on these ranks")
+    if fits and spec.tp == 1 and spec.sp > 1:
+        fixes.append(f"{choice('sp', fits)} on these ranks")
+    whole = heads is None or all(h % d == 0 for h in heads for d in (spec.tp, spec.sp))
+    note = ""
+    if whole:
+        fixes.append(f"ranks_per_node x nodes a multiple of {model_parallel}")
+    else:
+        note = f" (more ranks would not help: {model_parallel} does not divide model={spec.model}'s heads)"
     return (
         f"tp={spec.tp} x sp={spec.sp} = {model_parallel} does not divide the {spec.world_size} ranks "
         f"(ranks_per_node={spec.ranks_per_node} x nodes={spec.nodes}): the data-parallel degree world / (tp x sp) "
-        f"must be a whole number; use ranks_per_node x nodes a multiple of {model_parallel}",
+        f"must be a whole number; use {'; or '.join(fixes) or 'tp=1 sp=1'}{note}",
         ("tp", "sp", "ranks_per_node", "nodes"),
     )
 
@@ -200,3 +224,55 @@ def _ulysses(spec: PointSpec, _: Target):
             ("sp", "tp"),
         )
     return None
+
+
+#: The planner's rule for a pipeline (``pp > 1`` is planned, never swept: rule T02 refuses it in a sweep).
+PIPELINE_RULE = "T11"
+
+
+def pipeline_check(spec: PointSpec) -> None:
+    """What a pipeline-parallel plan point needs, as DeepSpeed's ``PipelineModule`` trains it (the engine the planner
+    models for ``pp > 1``): ``pp`` divides the layers (even stages), ``tp x sp x pp`` divides the world, no FSDP
+    (transformers rejects FSDP with pipeline parallelism), ZeRO 0 or 1 ("ZeRO-2 and ZeRO-3 are incompatible with
+    pipeline parallelism", ``deepspeed/runtime/pipe/engine.py``), no Ulysses (not modelled together). Nothing for
+    ``pp=1``.
+
+    Raises:
+        sweeper.point.gate.InvalidPoint: rule T11, naming the keys.
+    """
+    from sweeper.point.gate import InvalidPoint
+
+    if spec.pp == 1:
+        return
+    try:
+        layers = Arch.from_config(spec.model_type, spec.model_config).layers
+    except (UnknownArchitecture, KeyError, TypeError, ValueError):
+        layers = None
+    found: tuple[str, tuple[str, ...]] | None = None
+    if layers is not None and layers % spec.pp:
+        found = (
+            f"pp={spec.pp} does not divide model={spec.model}'s {layers} layers: stages of whole, equal layers",
+            ("pp", "model"),
+        )
+    elif spec.world_size % (spec.tp * spec.sp * spec.pp):
+        found = (
+            f"tp={spec.tp} x sp={spec.sp} x pp={spec.pp} does not divide the {spec.world_size} ranks (ranks_per_node x "
+            "nodes): the data-parallel degree must be whole",
+            ("pp", "tp", "sp", "ranks_per_node", "nodes"),
+        )
+    elif spec.fsdp != "none":
+        found = (
+            f"pp={spec.pp} with fsdp={spec.fsdp}: transformers rejects FSDP with pipeline parallelism; plan fsdp=none "
+            "zero=0|1",
+            ("pp", "fsdp"),
+        )
+    elif spec.zero > 1:
+        found = (
+            f"pp={spec.pp} with zero={spec.zero}: DeepSpeed's pipeline engine refuses it ('ZeRO-2 and ZeRO-3 are "
+            "incompatible with pipeline parallelism'); plan zero=0 or zero=1",
+            ("pp", "zero"),
+        )
+    elif spec.sp > 1:
+        found = (f"pp={spec.pp} with sp={spec.sp}: a pipeline with Ulysses is not modelled; plan sp=1", ("pp", "sp"))
+    if found is not None:
+        raise InvalidPoint(found[0], found[1], status="invalid", rule=PIPELINE_RULE)
