@@ -45,7 +45,13 @@ def test_plan_for_llama_2_7b_on_8_h100_writes_its_files_in_seconds_without_impor
     assert imported and not {m for m in imported if m.split(".")[0] in HEAVY}
     df = pd.read_csv(out / "plan.csv")
     assert set(INTERFACE) <= set(df.columns)
-    assert len(df) == 12  # a row per default grid point: 6 engines x gc on/off
+    # a row per default grid point: 6 engines x gc on/off, and ZeRO-1/2 at tp = 2, 4, 8 (DeepSpeed AutoTP) x gc
+    assert len(df) == 12 + 12
+    tp = df[df["tp"] > 1]
+    assert sorted(zip(tp["zero"], tp["tp"], tp["gc"], strict=True)) == sorted(
+        (z, t, g) for z in (1, 2) for t in (2, 4, 8) for g in (False, True)
+    )
+    df = df[df["tp"] == 1]
     assert sorted(zip(df["fsdp"], df["zero"], df["gc"], strict=True)) == sorted(
         (f, z, g)
         for f, z in [("none", 0), ("none", 1), ("none", 2), ("none", 3), ("full_shard", 0), ("shard_grad_op", 0)]
