@@ -67,3 +67,10 @@ def test_the_report_names_the_point_that_trains_other_numerics(tmp_path: Path):
     text = (tmp_path / "report.md").read_text()
     assert "## Numerics" in text and "1 of 1 point(s) train other numerics" in text and "DIFFER" in text
     assert "5.00e-01" in text
+
+
+def test_a_step_without_a_logged_loss_is_left_out_not_a_crash():
+    a = record("eeeeeeeeeee1", [None, *LOSSES[1:]], ranks_per_node=1)
+    b = record("eeeeeeeeeee2", LOSSES, tp=2, zero=2)
+    (d,) = departures([a, b])
+    assert d.steps == 4 and not d.flagged

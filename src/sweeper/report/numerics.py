@@ -103,7 +103,12 @@ def departures(records: Sequence[Record]) -> list[Departure]:
                 continue
             losses = (r.series or {})["loss"]
             n = min(len(losses), len(ref_losses))
-            gap = max(abs(float(a) - float(b)) for a, b in zip(losses[:n], ref_losses[:n], strict=True))
+            # a step without a logged loss (None) on either side is not compared
+            pairs = [(a, b) for a, b in zip(losses[:n], ref_losses[:n], strict=True) if a is not None and b is not None]
+            if not pairs:
+                continue
+            n = len(pairs)
+            gap = max(abs(float(a) - float(b)) for a, b in pairs)
             tol = max(
                 TOLERANCE.get(str(r.spec.get("precision")), 5e-2), TOLERANCE.get(str(ref.spec.get("precision")), 5e-2)
             )
