@@ -58,6 +58,13 @@ REFUSED = [
         ["deepspeed_config.tensor_parallel.autotp_size"],
         ["tp=1"],
     ),
+    (
+        "T10",
+        "invalid",
+        dict(zero=2, deepspeed_config={"sequence_parallel_size": 2}),
+        ["deepspeed_config.sequence_parallel_size"],
+        ["sp=1"],
+    ),
     ("P09", "invalid", dict(deepspeed_config={"tensor_parallel": {"autotp_size": 2}}), ["zero"], ["tp>1"]),
 ]
 

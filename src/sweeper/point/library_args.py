@@ -240,6 +240,7 @@ def hf_matched_deepspeed(spec: PointSpec, effective: dict[str, Any]) -> dict[str
     out: dict[str, tuple[Any, tuple[str, ...]]] = {
         "zero_optimization.stage": (spec.zero, ("zero",)),
         "tensor_parallel.autotp_size": (spec.tp, ("tp",)),
+        "sequence_parallel_size": (spec.sp, ("sp",)),
         "train_micro_batch_size_per_gpu": (spec.per_device_batch_size, ("per_device_batch_size",)),
         "gradient_accumulation_steps": (spec.grad_accum, ("grad_accum",)),
         "train_batch_size": (

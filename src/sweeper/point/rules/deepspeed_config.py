@@ -34,6 +34,7 @@ from sweeper.point.rules.ta_schema import training_args_schema
 LABEL_KEYS: dict[str, str] = {
     "zero_optimization.stage": "P10",
     "tensor_parallel.autotp_size": "T10",
+    "sequence_parallel_size": "T10",
     "train_micro_batch_size_per_gpu": "P11",
     "gradient_accumulation_steps": "P11",
     "train_batch_size": "P11",
@@ -107,7 +108,7 @@ def _deepspeed_stage(spec: PointSpec, _: Target):
 @rule(
     "T10",
     ("tp", "deepspeed_config.tensor_parallel.autotp_size"),
-    "deepspeed_config.tensor_parallel.autotp_size must equal tp",
+    "deepspeed_config.tensor_parallel.autotp_size must equal tp (and sequence_parallel_size sp)",
     "sweeper.point.library_args.sweeper_deepspeed_config (tp is the label of DeepSpeed AutoTP)",
 )
 def _deepspeed_tp(spec: PointSpec, _: Target):
