@@ -32,6 +32,17 @@ def test_a_truthful_ddp_point_has_no_mismatch():
     assert mismatches(spec(), setup()) == []
 
 
+def test_a_sequence_parallel_label_whose_split_was_not_seen_or_not_halved_is_caught():
+    """sp=2 must show each rank half of every sample; a rank that saw the whole sequence, or one whose embedding
+    was never observed, does not prove the label."""
+    base = setup(wrapper="DeepSpeedEngine", deepspeed_stage=2, mesh={"dp": 1, "tp": 1, "sp": 2}, tp_sharded_modules=0)
+    sp = spec(sp=2, zero=2)
+    assert mismatches(sp, {**base, "seq_len_per_rank": 64}) == []
+    assert "128 tokens" in mismatches(sp, {**base, "seq_len_per_rank": 128})[0]
+    assert "could not be observed" in mismatches(sp, {**base, "seq_len_per_rank": None})[0]
+    assert "tp=1 sp=2" in mismatches(sp, {**base, "mesh": {"dp": 2, "tp": 1, "sp": 1}, "seq_len_per_rank": 64})[0]
+
+
 def test_fsdp_that_silently_became_ddp_is_caught():
     problems = mismatches(spec(fsdp="full_shard"), setup())
     assert problems and "DistributedDataParallel" in problems[0] and "FSDP2" in problems[0]

@@ -209,7 +209,9 @@ def _mesh_mismatches(spec: PointSpec, setup: dict[str, Any]) -> list[str]:
             f"tp={spec.tp} sp={spec.sp} (dp={spec.dp}) asked, but the ranks train on dp={mesh.get('dp')} "
             f"tp={mesh.get('tp')} sp={mesh.get('sp')}"
         )
-    elif spec.sp > 1 and seen is not None and seen != spec.seq_len // spec.sp:
+    elif spec.sp > 1 and seen is None:
+        out.append(f"sp={spec.sp} asked, but the tokens a rank sees of each sample could not be observed")
+    elif spec.sp > 1 and seen != spec.seq_len // spec.sp:
         out.append(f"sp={spec.sp} asked, but a rank saw {seen} tokens of each sample, not {spec.seq_len // spec.sp}")
     elif spec.tp > 1 and not setup.get("tp_sharded_modules"):
         out.append(f"tp={spec.tp} asked, but no layer was sharded (DeepSpeed AutoTP replaced none)")

@@ -70,7 +70,7 @@ def _key(r: Record) -> tuple[str, ...] | None:
     if _has_dropout(config) or (s.get("model_type") == "gpt2" and not config):  # gpt2's defaults drop out 0.1
         return None
     ws = int(s.get("ranks_per_node", 1)) * int(s.get("nodes", 1))
-    dp = max(1, ws // (int(s.get("tp", 1)) * int(s.get("sp", 1))))
+    dp = max(1, ws // (int(s.get("tp", 1)) * int(s.get("sp", 1)) * int(s.get("pp", 1))))  # as PointSpec.dp
     micro = s.get("per_device_batch_size")  # a searched point's record holds the batch it ran
     if not isinstance(micro, int) or isinstance(micro, bool):
         return None

@@ -89,11 +89,11 @@ def _degree(key: str):
 
 
 def _dp(r: Record) -> int | None:
-    """The data-parallel degree: world size / (tp x sp) (:attr:`sweeper.config.spec.PointSpec.dp`)."""
-    ws, tp, sp = _world_size(r), _degree("tp")(r), _degree("sp")(r)
-    if ws is None or tp is None or sp is None:
+    """The data-parallel degree: world size / (tp x sp x pp), as :attr:`sweeper.config.spec.PointSpec.dp`."""
+    ws, tp, sp, pp = _world_size(r), _degree("tp")(r), _degree("sp")(r), _degree("pp")(r)
+    if ws is None or tp is None or sp is None or pp is None:
         return None
-    return max(1, ws // (tp * sp))
+    return max(1, ws // (tp * sp * pp))
 
 
 def _peak_gib(r: Record) -> float | None:
