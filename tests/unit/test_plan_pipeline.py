@@ -18,6 +18,9 @@ from tests.unit.test_plan_app import loader, plan  # noqa: F401 - the module's H
 
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4}
 TINY.update(num_key_value_heads=4, vocab_size=1000, tie_word_embeddings=False, max_position_embeddings=2048)
+#: Llama-2-70B on 8 x 8 H100, ZeRO-1 with checkpointing, 16 micro-batches per step.
+SEVENTY_B = ("model=llama-2-70b", "cluster=h100-80gb", "nodes=8", "seq_len=4096")
+SEVENTY_B_ZERO1 = (*SEVENTY_B, "zero=1", "gc=true", "grad_accum=16")
 CPU = Target("local", "cpu", None, {"torch": "2.13.0+cpu", "transformers": "5.24.0", "deepspeed": "0.19.8"})
 
 
@@ -77,29 +80,10 @@ def test_a_sweep_refuses_pp_and_points_to_the_planner():
 
 
 def test_a_plan_of_llama_2_70b_with_pp_has_the_bubble_and_a_stage_per_row(loader):  # noqa: F811
-    df = plan(
-        loader,
-        "model=llama-2-70b",
-        "cluster=h100-80gb",
-        "nodes=8",
-        "seq_len=4096",
-        "zero=1",
-        "gc=true",
-        "grad_accum=16",
-        "pp=8",
-    )
+    df = plan(loader, *SEVENTY_B_ZERO1, "pp=8")
     row = df.iloc[0]
     assert row["status"] == "planned" and row["engine"] == "ZeRO-1 + PP 8" and row["pp"] == 8 and row["dp"] == 8
-    flat = plan(
-        loader,
-        "model=llama-2-70b",
-        "cluster=h100-80gb",
-        "nodes=8",
-        "seq_len=4096",
-        "zero=1",
-        "gc=true",
-        "grad_accum=16",
-    )
+    flat = plan(loader, *SEVENTY_B_ZERO1)
     # the same work per device on 1/8 of the layers, slowed by the bubble (7 / 23 idle) and the stage transfers
     assert row["predicted_peak_bytes"] < flat.iloc[0]["predicted_peak_bytes"] / 3
     ratio = row["predicted_tokens_per_s_per_device"] / flat.iloc[0]["predicted_tokens_per_s_per_device"]

@@ -3,32 +3,24 @@ the same losses up to their precision; a point that departs is named first, with
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from sweeper.config.spec import replay_command
 from sweeper.report.build import build_report
 from sweeper.report.numerics import TOLERANCE, departures
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from tests.unit.specs import make_spec
+from tests.unit.test_row import ok_record
 
 LOSSES = [6.9160, 6.9184, 6.9095, 6.9215, 6.9186]
 
 
-def record(pid: str, losses: list[float], **overrides) -> Record:
-    spec = make_spec(**overrides)
+def record(pid: str, losses: list[float | None], **overrides) -> Record:
+    """An ok record of the point ``overrides`` describes (the row tests' factory), with per-step ``losses``."""
     over = [f"{k}={v}" for k, v in overrides.items()]
-    return Record(
-        sweep_id="sw-num",
-        point_id=pid,
-        status="ok",
-        overrides=over,
-        spec=spec.to_dict(),
-        replay=replay_command(over),
-        ran={"world_size": spec.world_size},
-        metrics={"tokens_per_s_per_device": 1000.0, "peak_mem_bytes": 2**20, "step_time_s_median": 0.1},
-        series={"loss": losses, "step": list(range(1, len(losses) + 1))},
-    )
+    made = ok_record(make_spec(**overrides), over, pid, step_time_s_median=0.1)
+    return dataclasses.replace(made, series={"loss": losses, "step": list(range(1, len(losses) + 1))})
 
 
 def test_points_of_one_global_batch_are_compared_and_a_departure_is_flagged_with_its_size():
