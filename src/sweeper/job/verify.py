@@ -247,11 +247,16 @@ class LabelCheck(TrainerCallback):
                 self._seq_hook = embed.register_forward_hook(self._seen_seq_len)
 
     def _seen_seq_len(self, module, inputs, output):
-        if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() >= 2:
-            self.seq_len_per_rank = int(inputs[0].shape[-1])
-        if self._seq_hook is not None:
-            self._seq_hook.remove()
-            self._seq_hook = None
+        try:
+            if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() >= 2:
+                self.seq_len_per_rank = int(inputs[0].shape[-1])
+            if self._seq_hook is not None:
+                self._seq_hook.remove()
+                self._seq_hook = None
+        except Exception as e:  # runs inside the model's forward: a fault here is sweeper's, never the user's
+            from sweeper.job.faults import HarnessFault
+
+            raise HarnessFault("verify", e) from e
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step != 1:
