@@ -129,7 +129,10 @@ def cli() -> None:
     status described in the module doc (3 and one line per cause on stderr when the sweep is incomplete)."""
     redact_command_line()  # before Hydra sees argv: a secret is a reference from here on (sweeper.redact)
     if _runs_points(sys.argv[1:]):
+        from sweeper.config.keys import refuse_unknown_keys
         from sweeper.point import preflight
+
+        refuse_unknown_keys(sys.argv[1:], "python -m sweeper")  # gcc=true, +gcc=true: exit 2, nearest keys
 
         # the pre-flight's worker imports torch and transformers (~3 s) while Hydra starts and composes the grid:
         # every point waits for its answer before it runs or is submitted (a 1,000-point submission's floor)

@@ -48,6 +48,33 @@ def refuse_bad_wandb_target(ctx: SweepContext) -> None:
         sys.exit(2)
 
 
+def refuse_unusable_launcher(ctx: SweepContext) -> None:
+    """Exit 2 with one line, before the sweep directory is made, when ``launcher=slurm`` cannot submit from here:
+    no cluster section (``cluster=local``, the default), or no SLURM client on this machine (``sbatch`` and ``srun``
+    are what submitit runs; without them it raised ``Could not detect "srun"`` after the sweep folder existed)."""
+    import shutil
+
+    if ctx.launcher.name != "slurm":
+        return
+    why = None
+    if ctx.cluster.name in (None, "local"):
+        why = (
+            "launcher=slurm needs the cluster it submits to: add cluster=<name> (a file of conf/cluster/; cluster=dev "
+            "is the development cluster of slurm/), or leave launcher=slurm out to run the points here"
+        )
+    else:
+        missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
+        if missing:
+            why = (
+                f"launcher=slurm cluster={ctx.cluster.name}: {' and '.join(missing)} not found on PATH, so this "
+                "machine cannot submit SLURM jobs; run the same command on a login node of the cluster (or put "
+                "SLURM's bin folder on PATH), or leave launcher=slurm out to run the points here"
+            )
+    if why:
+        print(f"sweeper: invalid sweep (launcher): {why}; nothing ran", file=sys.stderr)
+        sys.exit(2)
+
+
 def refuse_single_cluster_point(launcher: str) -> None:
     """Exit 2 for a cluster launcher without ``-m``: Hydra runs a single run's task in this process, so the point
     would train here, on the submit host, under the cluster's label (docs/cases.md#u02). The message gives the
@@ -72,6 +99,7 @@ class ReportCallback(Callback):
         ctx = SweepContext.of(config)
         ctx.refuse_unusable_folder()
         refuse_bad_wandb_target(ctx)
+        refuse_unusable_launcher(ctx)
         try:
             ctx.open(grid_size(config))
         except OSError as e:  # a full disk: say where, once; every point then says whether it was recorded

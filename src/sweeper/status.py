@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from sweeper.results.sweepdir import SweepDir
+from sweeper.units import summary
 
 #: Pending points listed one per line with their reason (the rest are counted).
 SHOWN_PENDING = 20
@@ -22,7 +23,7 @@ SHOWN_PENDING = 20
 
 def main(argv: list[str] | None = None) -> int:
     """Print ``<n> <status>`` lines and a total; see the module docstring for exit codes."""
-    parser = argparse.ArgumentParser(prog="python -m sweeper.status", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m sweeper.status", description=summary(__doc__))
     parser.add_argument("sweep_dir", type=Path)
     args = parser.parse_args(argv)
     sweep = SweepDir(args.sweep_dir)

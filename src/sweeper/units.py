@@ -184,3 +184,14 @@ def format_bytes(n: int | None) -> str:
         if a >= 1024**k:
             return f"{sign}{a / 1024**k:.2f} {unit}"
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def summary(doc: str | None) -> str:
+    """The first paragraph of a docstring as one line (its lines joined up to the first blank line, reST's double
+    backticks dropped): a command's ``--help`` description, whole, never cut at the docstring's first line break."""
+    lines: list[str] = []
+    for line in (doc or "").strip().splitlines():
+        if not line.strip():
+            break
+        lines.append(line.strip())
+    return " ".join(lines).replace("``", "")

@@ -44,11 +44,31 @@ def test_a_plan_calibrated_on_a_measured_sweep_uses_its_groups_peaks_and_host_li
     # the group's fit (overhead + rate) goes through both of its points: the batch-4 plan gives what batch 4 measured
     assert abs(row["predicted_tokens_per_s_per_device"] - measured[4]) / measured[4] < 0.35
 
-    gpu = tmp_path / "gpu"
+    # docs/planning.md's command as printed: the plan takes the sweep's settings it does not name (it refused every
+    # row before: ranks_per_node=0 and bf16, the plan's defaults for cluster=local, against a CPU fp32 sweep)
+    docs = tmp_path / "docs"
     proc, _ = run_plan(
-        ["model=tiny", "cluster=h100-80gb", "seq_len=128", f"plan.calibrate={sweep}", f"hydra.run.dir={gpu}"], tmp_path
+        ["model=tiny", "cluster=local", "seq_len=128", f"plan.calibrate={sweep}", f"hydra.run.dir={docs}"], tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "(not named on the command line): precision=fp32" in proc.stdout and "ranks_per_node=2" in proc.stdout
+    d = pd.read_csv(docs / "plan.csv")
+    assert (d["status"] == "planned").all() and (d["ranks_per_node"] == 2).all() and (d["precision"] == "fp32").all()
+
+    # a CPU calibration for an H100 plan is refused (it answered 3,062 tokens/s and 473 days for Llama-2-7B, the
+    # CPU's fp32 efficiency applied to an H100 in bf16), and applied only when asked, the answer line saying so
+    gpu = tmp_path / "gpu"
+    args = ["model=tiny", "cluster=h100-80gb", "seq_len=128", f"plan.calibrate={sweep}", f"hydra.run.dir={gpu}"]
+    proc, _ = run_plan(args, tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "ran on CPU ranks and the plan is for a GPU cluster" in proc.stderr and "plan.calibrate_across=true" in (
+        proc.stderr
+    )
+    assert not gpu.exists()
+    proc, _ = run_plan([*args, "plan.calibrate_across=true"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer = next(line for line in proc.stdout.splitlines() if line.startswith("Answer"))
+    assert "applied across hardware: its points ran on CPU ranks" in answer, answer
     g = pd.read_csv(gpu / "plan.csv")
     fsdp = g[(g["fsdp"] == "full_shard") & (g["gc"] == False)].iloc[0]  # noqa: E712 - a pandas column
     assert "borrowed (no fsdp=<strategy> zero=0 gc=false precision=bf16 (FSDP) point)" in fsdp[

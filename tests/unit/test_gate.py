@@ -314,3 +314,16 @@ def test_timed_steps_auto_in_a_spec_made_by_hand_is_refused_not_compared_with_3(
     with pytest.raises(InvalidPoint) as e:
         check(hand_made, CPU)
     assert (e.value.rule, e.value.keys) == ("G03", ("timed_steps",))
+
+
+def test_a_sequence_over_the_models_positions_names_every_way_out_and_the_limit_fix_passes():
+    """Issue 39: the fix offered was a shorter sequence only; raising the model's limit (the config key it holds)
+    and another model are ways out too, and the one the message gives is accepted by the gate."""
+    with pytest.raises(InvalidPoint) as refused:
+        check(spec(seq_len=4096), Target())
+    text = str(refused.value)
+    assert "seq_len<=2048" in text and "model.config.max_position_embeddings=4096" in text and "model=<name>" in text
+    check(spec(seq_len=4096, model={"config": {"max_position_embeddings": 4096}}), Target())
+    gpt2 = replace(spec(seq_len=2048), model="gpt2", model_config={"n_positions": 1024})  # its config's own key
+    with pytest.raises(InvalidPoint, match=r"model.config.n_positions=2048"):
+        check(gpt2, Target())

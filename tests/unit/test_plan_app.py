@@ -189,3 +189,23 @@ def test_a_configuration_that_fits_with_an_unknown_throughput_is_counted_not_pas
         "  1 other configuration(s) predicted to fit have an unknown throughput and are not ranked (see the notes): "
         "one of them may be faster"
     ), lines
+
+
+def test_an_unknown_fit_is_never_answered_as_does_not_fit():
+    """Issue 36: a plan whose fits are all unknown (no device memory for the cluster, a model the memory model
+    cannot count) answered "no configuration is predicted to fit"."""
+    import pandas as pd
+
+    from sweeper.plan.answer import answer_lines
+
+    base = {"status": "planned", "model": "m", "cluster": "c", "engine": "DDP", "gc": False}
+    rows = [
+        {**base, "fits": None, "predicted_device_bytes": 2**30},
+        {**base, "engine": "ZeRO-3", "fits": None, "predicted_device_bytes": 2**29},
+    ]
+    (line,) = answer_lines(pd.DataFrame(rows), ["gc"])
+    assert line.startswith("Answer: whether any configuration fits is unknown"), line
+    assert "no configuration is predicted to fit" not in line and "ZeRO-3 gc=false" in line
+    mixed = answer_lines(pd.DataFrame([{**rows[0], "fits": False}, rows[1]]), ["gc"])
+    assert mixed[0].startswith("Answer: no configuration is predicted to fit of the 1 whose fit is known"), mixed
+    assert "1 configuration(s) with an unknown fit" in mixed[1]

@@ -220,3 +220,41 @@ def test_a_group_is_named_in_the_grids_own_keys():
     assert group_label(group_key("fsdp", False, "fp32")) == "fsdp=<strategy> zero=0 gc=false precision=fp32 (FSDP)"
     assert group_label(group_key("zero", False, "fp16")) == "zero=1|2|3 gc=false precision=fp16 (DeepSpeed ZeRO)"
     assert group_label("something else") == "something else"
+
+
+@pytest.mark.parametrize(
+    ("measured", "plan", "why"),
+    [
+        (
+            ("cpu", "", ["fp32"]),
+            ("cuda", "NVIDIA H100 80GB HBM3", {"bf16"}),
+            "ran on CPU ranks and the plan is for a GPU",
+        ),
+        (("cuda", "NVIDIA A100-SXM4-80GB", ["bf16"]), ("cpu", None, {"bf16"}), "ran on GPUs (NVIDIA A100"),
+        (
+            ("cuda", "NVIDIA A100-SXM4-80GB", ["bf16"]),
+            ("cuda", "NVIDIA H100 80GB HBM3", {"bf16"}),
+            "and the plan is for",
+        ),
+        (
+            ("cpu", "", ["fp32"]),
+            ("cpu", None, {"bf16", "fp32"}),
+            "measured precision=fp32 and the plan asks precision=bf16",
+        ),
+        (("cuda", "NVIDIA H100 80GB HBM3", ["bf16"]), ("cuda", "NVIDIA H100 80GB HBM3", {"bf16"}), None),
+        (
+            ("cuda", "NVIDIA H100 80GB HBM3", ["bf16"]),
+            ("cuda", "H100 80GB HBM3", {"bf16"}),
+            None,
+        ),  # the catalogue's name
+        (("cpu", "", ["fp32", "bf16"]), ("cpu", None, {"bf16"}), None),
+    ],
+)
+def test_a_calibration_of_other_hardware_or_precision_is_named_as_such(measured, plan, why):
+    from sweeper.capacity.calibrate import Calibration, calibration_mismatch
+
+    device, name, precisions = measured
+    groups = {group_key("ddp", False, p): None for p in precisions}
+    cal = Calibration(0.3, 2, 0.3, 0.3, "", groups, device, {}, "sweep", name)  # type: ignore[arg-type]
+    found = calibration_mismatch(cal, *plan)
+    assert (found is None) if why is None else (why in (found or "")), found

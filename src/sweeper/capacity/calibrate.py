@@ -119,6 +119,7 @@ class Calibration:
         device_type: ``cpu`` or ``cuda``: where the points ran (the overhead applies there only).
         peaks: the measured peak per precision (FLOP/s, source), for a plan of the same kind of device.
         where: the sweep directory it came from, for the notes ("" when fitted on records given directly).
+        device_name: the GPU the points ran on (torch's name; ``""`` for CPU points or when not recorded).
     """
 
     efficiency: float
@@ -130,6 +131,7 @@ class Calibration:
     device_type: str = ""
     peaks: dict[str, tuple[float, str]] = field(default_factory=dict)
     where: str = ""
+    device_name: str = ""
 
     def group_for(self, spec: PointSpec) -> str | None:
         """The key of the group ``spec`` is predicted with (its own, else the closest: module doc's order), or None
@@ -199,6 +201,38 @@ def load_calibration(sweep_dir: str | Path) -> Calibration:
     return cal
 
 
+#: The words an efficiency source carries when its calibration was measured on other hardware or in another
+#: precision than the predicted point's (``plan.calibrate_across=true``); the plan's answer line repeats it.
+ACROSS = "applied across hardware"
+
+
+def calibration_mismatch(cal: Calibration, device_type: str, gpu_name: str | None, precisions: set[str]) -> str | None:
+    """Why ``cal`` does not describe a plan for ``device_type`` (``cpu``/``cuda``), ``gpu_name`` (the cluster's) in
+    ``precisions``, or None when it does: points measured on CPU ranks planning a GPU cluster (or the other way), on
+    another GPU type (names compared as the datasheet catalogue resolves them), or in none of the plan's precisions
+    (a group of another precision is another dtype's efficiency). ``plan.calibrate_across=true`` applies it anyway."""
+    measured = cal.device_type or "cpu"
+    if measured != device_type:
+        where = "CPU ranks" if measured == "cpu" else f"GPUs ({cal.device_name or 'cuda'})"
+        plan = "a GPU cluster" if device_type == "cuda" else "CPU ranks"
+        return f"its points ran on {where} and the plan is for {plan}"
+    if device_type == "cuda" and gpu_name and cal.device_name:
+        from sweeper.results.mfu import gpu_model
+
+        ours, theirs = gpu_model(gpu_name), gpu_model(cal.device_name)
+        same = ours == theirs if ours and theirs else gpu_name.strip().lower() == cal.device_name.strip().lower()
+        if not same:
+            return f"its points ran on {cal.device_name} and the plan is for {gpu_name}"
+    measured_precisions = set(cal.peaks) | {key.rsplit(" ", 1)[-1] for key in cal.groups}
+    missing = sorted(precisions - measured_precisions)
+    if missing:
+        return (
+            f"it measured precision={','.join(sorted(measured_precisions))} and the plan asks precision="
+            f"{','.join(missing)}"
+        )
+    return None
+
+
 def _two_flop_counts(points: list[tuple[float, float, float]]) -> bool:
     return len({round(f / p, 12) for f, p, _ in points}) >= 2
 
@@ -243,7 +277,7 @@ def fit_calibration(
     """
     by_group: dict[str, list[tuple[float, float, float]]] = {}
     values: list[float] = []
-    source, device = "", ""
+    source, device, name = "", "", ""
     peaks: dict[str, tuple[float, str]] = {}
     for r in records:
         if getattr(r, "status", None) != "ok" or not r.spec:
@@ -280,6 +314,8 @@ def fit_calibration(
         values.append(flops / (peak * step))
         source = source or str(m.get("mfu_peak_source") or "")
         device = device or dev
+        ran = getattr(r, "ran", None)
+        name = name or (str(ran.get("device_name") or "") if isinstance(ran, dict) and dev == "cuda" else "")
         peaks.setdefault(spec.precision, (float(peak), str(m.get("mfu_peak_source") or "measured")))
     if not values:
         return None
@@ -292,7 +328,7 @@ def fit_calibration(
     two = {k: _fit(v) for k, v in sorted(by_group.items()) if _two_flop_counts(v)}
     borrowed = [g.overhead_s for g in two.values() if g.fitted == "overhead + rate"]
     groups = {k: two.get(k) or _fit(v, borrowed) for k, v in sorted(by_group.items())}
-    return Calibration(statistics.median(values), len(values), p10, p90, source, groups, device, peaks, where)
+    return Calibration(statistics.median(values), len(values), p10, p90, source, groups, device, peaks, where, name)
 
 
 def calibrated_efficiency(records: Iterable[Any]) -> Calibration | None:

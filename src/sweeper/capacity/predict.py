@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sweeper.capacity.arch import Arch, UnknownArchitecture
-from sweeper.capacity.calibrate import Calibration, load_calibration
+from sweeper.capacity.calibrate import ACROSS, Calibration, calibration_mismatch, load_calibration
 from sweeper.capacity.hostcomm import HostComm, cached_comm
 from sweeper.capacity.memory import MemoryEstimate, estimate_memory
 from sweeper.capacity.offload import offload_of
@@ -253,6 +253,10 @@ def predict(
         efficiency, overhead, out["efficiency_source"] = (
             cal.lookup(spec, device) if cal is not None else (settings.efficiency, 0.0, "plan.efficiency")
         )
+        if cal is not None:
+            across = calibration_mismatch(cal, device, target.gpu_name or target.cluster.gpu_name, {spec.precision})
+            if across:  # only with plan.calibrate_across=true (the plan refuses it otherwise): said with the number
+                out["efficiency_source"] += f"; {ACROSS}: {across} (plan.calibrate_across=true)"
         out["efficiency"] = efficiency
         t = estimate_time(
             arch,

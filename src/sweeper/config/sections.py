@@ -98,6 +98,10 @@ class PlanConfig:
     # a measured sweep directory to calibrate the time model on (efficiency and per-step overhead per engine family,
     # gc and precision; sweeper.capacity.calibrate); null = plan.efficiency
     calibrate: str | None = None
+    # apply a plan.calibrate sweep measured on another kind of device (CPU vs GPU), another GPU type or in another
+    # precision than the plan's (refused otherwise: a CPU's fp32 efficiency is not an H100's in bf16); the plan's
+    # answer line then says what it applied
+    calibrate_across: bool = False
     # pipeline schedule of a pp > 1 plan: 1f1b (stage i holds min(m, pp - i) micro-batches in flight) or gpipe (all
     # m); m = grad_accum, the micro-batches of one optimizer step (docs/parallelism.md)
     pp_schedule: str = "1f1b"

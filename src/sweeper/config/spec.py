@@ -199,15 +199,22 @@ def _choice_fields() -> dict[str, type[Choice]]:
 
 def model_max_seq_len(spec: PointSpec) -> int | None:
     """The architecture's maximum sequence length in tokens, or None when its config does not state one."""
-    for key in _MAX_POSITION_KEYS:
-        if spec.model_config.get(key):
-            return int(spec.model_config[key])
-    return None
+    key = max_position_key(spec)
+    return int(spec.model_config[key]) if spec.model_config.get(key) else None
 
 
-def replay_command(overrides: list[str]) -> str:
-    """A shell command that runs this point alone again: ``python -m sweeper <overrides>``."""
-    return shell_command([_cli_value(o) for o in overrides])
+def max_position_key(spec: PointSpec) -> str:
+    """The model config's key that states its maximum sequence length (``max_position_embeddings``, gpt2's
+    ``n_positions``, ...): the first of them the config holds, else ``max_position_embeddings``."""
+    return next((k for k in _MAX_POSITION_KEYS if spec.model_config.get(k)), "max_position_embeddings")
+
+
+def replay_command(overrides: list[str], search_path: list[str] | tuple[str, ...] = ()) -> str:
+    """A shell command that runs this point alone again: ``python -m sweeper <overrides>``, after
+    ``hydra.searchpath=[...]`` when the sweep's command line added config folders (``search_path``: absolute
+    ``file://`` entries; a model file of the user's own folder is found again)."""
+    prefix = [f"hydra.searchpath=[{','.join(search_path)}]"] if search_path else []
+    return shell_command([*prefix, *(_cli_value(o) for o in overrides)])
 
 
 def shell_command(argv: list[str], program: str = "python -m sweeper") -> str:

@@ -14,6 +14,8 @@ that does not fit is an answer); 2 when ``seq_len`` is missing; Hydra's 1 for a 
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
@@ -47,6 +49,10 @@ def cli() -> None:
     """Entry point of ``python -m sweeper.plan``; secrets on the command line become references first
     (:func:`sweeper.redact.redact_command_line`)."""
     redact_command_line()
+    if not any(a.split("=", 1)[0] in ("-h", "--help", "--hydra-help", "--cfg", "-c", "--info", "-i") for a in sys.argv):
+        from sweeper.config.keys import refuse_unknown_keys
+
+        refuse_unknown_keys(sys.argv[1:], "python -m sweeper.plan")
     main()
 
 

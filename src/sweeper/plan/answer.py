@@ -49,6 +49,18 @@ def _at_best_batch(row: pd.Series) -> tuple[Any, Any, Any, Any, bool]:
     return days, hours, tps, int(row["per_device_batch_size"]), False
 
 
+def _across(row: pd.Series) -> str:
+    """The answer's warning when its throughput comes from a calibration measured on other hardware or in another
+    precision (``plan.calibrate_across=true``): the efficiency source's words, so that the answer says what it
+    applied; "" otherwise."""
+    from sweeper.capacity.calibrate import ACROSS
+
+    source = row.get("predicted_efficiency_source")
+    if missing(source) or ACROSS not in str(source):
+        return ""
+    return f". Its throughput is {source}: not this hardware's efficiency"
+
+
 def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
     """One line per (model, cluster) of the plan's rows ``df`` (:func:`sweeper.plan.rows.plan_frame`), plus one per
     group with rows whose fit is unknown; ``keys`` are the columns that tell rows apart besides ``engine`` (``gc``
@@ -64,14 +76,21 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
         unknown = int(sum(missing(v) for v in rows["fits"]))
         if not len(fits):
             known = rows[[not missing(v) for v in rows["predicted_device_bytes"]]]
+            # "does not fit" only of the rows whose fit is known: an unknown fit is never a "no"
+            verdict = (
+                "whether any configuration fits is unknown (see the notes)"
+                if unknown == len(rows)
+                else "no configuration is predicted to fit"
+                + (f" of the {len(rows) - unknown} whose fit is known" if unknown else "")
+            )
             if len(known):
                 small = known.loc[pd.to_numeric(known["predicted_device_bytes"]).idxmin()]
                 out.append(
-                    f"Answer{where}: no configuration is predicted to fit. The smallest, {_label(small, keys)}, "
+                    f"Answer{where}: {verdict}. The smallest, {_label(small, keys)}, "
                     f"needs {units.in_unit(small['predicted_device_bytes'], 'GiB')} per device"
                 )
             else:
-                out.append(f"Answer{where}: no configuration is predicted to fit")
+                out.append(f"Answer{where}: {verdict}")
         else:
             choices, unranked = [], 0
             for _, row in fits.iterrows():
@@ -105,13 +124,13 @@ def answer_lines(df: pd.DataFrame, keys: list[str]) -> list[str]:
                     f"Answer{where}: fastest predicted to fit: {_label(row, keys)} at {batch_text}: "
                     f"{float(tps):,.0f} tokens/s per device, {units.days(days)} days and {float(hours):,.0f} GPU-hours "
                     f"on {devices} for train_tokens={float(row['train_tokens']):.3g} ({memory}){also}. "
-                    "A prediction: measure it before relying on it"
+                    "A prediction: measure it before relying on it" + _across(row)
                 )
                 if unranked:
                     out.append(
                         f"  {unranked} other configuration(s) predicted to fit have an unknown throughput and are not "
                         "ranked (see the notes): one of them may be faster"
                     )
-        if unknown:
+        if unknown and (len(fits) or unknown < len(rows)):  # all unknown: the verdict said so
             out.append(f"  {unknown} configuration(s) with an unknown fit are not considered (see the notes)")
     return out

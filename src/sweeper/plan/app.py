@@ -43,7 +43,7 @@ def plan_run(cfg: DictConfig, overrides: Sequence[str], out_dir: Path) -> pd.Dat
     named = named_keys(overrides)
     if cfg.plan.deadline_days is not None:
         return answer_deadline([cfg], named, out_dir)
-    return make_plan(expand([cfg], named), out_dir)
+    return make_plan(expand([with_calibration_settings(cfg, named)], named), out_dir)
 
 
 def plan_multirun(
@@ -62,7 +62,7 @@ def plan_multirun(
     out_dir = SweepContext.of(master_config).sweep.path
     if any(c.plan.deadline_days is not None for c in configs):
         return answer_deadline(configs, named, out_dir)
-    return make_plan(expand(configs, named), out_dir)
+    return make_plan(expand([with_calibration_settings(c, named) for c in configs], named), out_dir)
 
 
 class RequireCallback(Callback):
@@ -96,13 +96,100 @@ def require_calibration(config: DictConfig) -> None:
     where = (config.get("plan") or {}).get("calibrate")
     if not where:
         return
-    from sweeper.capacity.calibrate import load_calibration
+    from sweeper.capacity.calibrate import calibration_mismatch, load_calibration
 
     try:
-        load_calibration(str(where))
+        cal = load_calibration(str(where))
     except (ValueError, OSError) as e:
         print(f"sweeper.plan: {e}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    if config.plan.get("calibrate_across"):
+        return
+    from sweeper.plan.points import named_keys
+    from sweeper.redact import task_overrides
+
+    device, gpu, precisions = plan_hardware(config)
+    params = (config.get("hydra") or {}).get("sweeper", {}).get("params") or {}
+    named = named_keys(task_overrides(config.hydra)) | set(params) if "hydra" in config else set()
+    taken = calibration_settings(config, named)
+    if "precision" in taken:
+        precisions = {str(taken["precision"])}  # what the plan will take from the sweep (with_calibration_settings)
+    why = calibration_mismatch(cal, device, gpu, precisions)
+    if why:
+        print(
+            f"sweeper.plan: plan.calibrate={where} does not describe this plan: {why}, and an efficiency measured "
+            "there is not this hardware's. Calibrate on a sweep measured on the plan's cluster and precision "
+            "(python -m sweeper -m launcher=slurm cluster=<name> precision=<p> ...), leave plan.calibrate out (the "
+            "plan then uses plan.efficiency), or apply it anyway with plan.calibrate_across=true (the answer line "
+            "says so)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_USAGE)
+
+
+#: The point settings a plan takes from its calibrating sweep (``plan.calibrate``) when the command line does not
+#: name them, every ``ok`` point of the sweep has one value for them, and the sweep ran on the plan's kind of device:
+#: the plan then predicts what was measured (the docs' calibration example planned bf16 on 0 ranks per node, the
+#: plan's defaults for a GPU cluster, from a CPU sweep of fp32 on 2 ranks).
+CALIBRATION_SETTINGS = ("precision", "model_dtype", "ranks_per_node", "nodes", "per_device_batch_size", "grad_accum")
+
+
+def calibration_settings(config: DictConfig, named: set[str]) -> dict[str, Any]:
+    """``{key: value}`` of :data:`CALIBRATION_SETTINGS` that ``config``'s plan takes from ``plan.calibrate``'s sweep
+    (module rule above); ``{}`` without a calibration, across device kinds, or when every key is ``named``."""
+    where = (config.get("plan") or {}).get("calibrate")
+    if not where:
+        return {}
+    from sweeper.capacity.calibrate import load_calibration
+    from sweeper.results.collect import collect_records
+    from sweeper.results.sweepdir import SweepDir
+
+    device, _, _ = plan_hardware(config)
+    if (load_calibration(str(where)).device_type or "cpu") != device:
+        return {}
+    specs = [r.spec for r in collect_records(SweepDir.of(Path(str(where)).expanduser())) if r.status == "ok" and r.spec]
+    taken = {}
+    for key in CALIBRATION_SETTINGS:
+        values = {str(spec.get(key)) for spec in specs}
+        if key not in named and len(values) == 1 and specs[0].get(key) is not None:
+            taken[key] = specs[0][key]
+    return taken
+
+
+def with_calibration_settings(config: DictConfig, named: set[str]) -> DictConfig:
+    """``config`` with :func:`calibration_settings` set (a copy; said on the terminal), else ``config`` itself."""
+    from omegaconf import OmegaConf
+
+    taken = calibration_settings(config, named)
+    if not taken:
+        return config
+    out = config.copy()
+    for key, value in taken.items():
+        OmegaConf.update(out, key, value, merge=False)
+    shown = " ".join(f"{k}={v}" for k, v in taken.items())
+    print(f"From plan.calibrate={config.plan.calibrate} (not named on the command line): {shown}", flush=True)
+    return out
+
+
+def plan_hardware(config: DictConfig) -> tuple[str, str | None, set[str]]:
+    """``(device type, gpu name, precisions)`` a plan of ``config`` predicts for: a plan is gated as a SLURM sweep
+    on its cluster (``cuda`` when it has GPUs per node), in the precisions of its base point and of a multirun's
+    ``precision=`` values (command line and ``hydra.sweeper.params``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from sweeper.redact import task_overrides
+
+    cluster = config.get("cluster") or {}
+    device = "cuda" if cluster.get("gpus_per_node") else "cpu"
+    precisions = {str(config.get("precision"))}
+    params = (config.get("hydra") or {}).get("sweeper", {}).get("params") or {}
+    args = [*task_overrides(config.hydra), *(f"{k}={v}" for k, v in params.items())] if "hydra" in config else []
+    for override in OverridesParser.create().parse_overrides([a for a in args if a.startswith("precision=")]):
+        if override.is_sweep_override():
+            precisions = {str(v) for v in override.sweep_string_iterator()}
+        else:
+            precisions = {str(override.value())}
+    return device, cluster.get("gpu_name"), precisions
 
 
 def require(named: set[str]) -> None:

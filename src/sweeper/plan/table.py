@@ -166,10 +166,18 @@ def header_lines(points: Sequence[tuple[PointSpec, ClusterConfig]], df: pd.DataF
         p = settings
         lines.append(
             "Assumptions: "
-            + ", ".join(f"plan.{k}={_assumption(getattr(p, k))}" for k in ASSUMPTIONS)
+            + ", ".join(f"plan.{k}={_assumption(getattr(p, k))}{_unused(p, k)}" for k in ASSUMPTIONS)
             + " (docs/planning.md; override with plan.<key>=V)"
         )
     return lines
+
+
+def _unused(settings: Any, key: str) -> str:
+    """`` (not used: ...)`` after an assumption the plan did not apply: ``plan.efficiency`` when ``plan.calibrate``
+    gives each row's efficiency (the printed assumptions are the ones used)."""
+    if key == "efficiency" and settings.calibrate:
+        return " (not used: plan.calibrate gives each row's; column predicted_efficiency_source)"
+    return ""
 
 
 def _assumption(v: Any) -> str:

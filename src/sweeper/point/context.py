@@ -31,6 +31,9 @@ class SweepContext:
         cluster: the typed ``cluster`` section (``cluster=<name>``), the one every target is built from.
         launcher: the typed ``launcher`` section.
         wandb: the typed ``wandb`` section, or None for a config without one (another Hydra app).
+        search_path: the config folders the command line added (``hydra.searchpath=[file://...]``,
+            ``--config-dir``), as absolute ``file://`` entries: what a replay of one of its points needs besides its
+            overrides (a model file of the user's own config folder).
     """
 
     sweep: SweepDir
@@ -39,6 +42,7 @@ class SweepContext:
     cluster: ClusterConfig
     launcher: LauncherConfig
     wandb: WandbConfig | None
+    search_path: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: Any, hydra: Any | None = None) -> SweepContext:
@@ -69,6 +73,7 @@ class SweepContext:
             cluster=from_mapping(ClusterConfig, plain_node(config.cluster) if "cluster" in config else None),
             launcher=from_mapping(LauncherConfig, plain_node(config.launcher) if "launcher" in config else None),
             wandb=wandb,
+            search_path=user_search_path(hydra),
         )
 
     @property
@@ -103,7 +108,26 @@ class SweepContext:
             n_points,
             list(self.overrides),
             self.wandb_node(),
+            list(self.search_path),
         )
+
+
+#: ``hydra.runtime.config_sources`` providers of the folders a command line adds (Hydra 1.3's wording).
+_COMMAND_LINE_SOURCES = ("command-line", "hydra.searchpath in command-line")
+
+
+def user_search_path(hydra: Any) -> tuple[str, ...]:
+    """The config folders the command line added to Hydra's search path (``--config-dir``, ``hydra.searchpath``), as
+    absolute ``file://`` entries, in Hydra's order; ``()`` when there are none or Hydra's node does not say."""
+    try:
+        sources = hydra.runtime.config_sources or []
+    except Exception:  # noqa: BLE001 - a node without runtime (a hand-made config)
+        return ()
+    found = []
+    for source in sources:
+        if source.get("provider") in _COMMAND_LINE_SOURCES and source.get("schema") == "file":
+            found.append(f"file://{Path(str(source.get('path'))).resolve()}")
+    return tuple(found)
 
 
 def refuse_unusable_folder(path: Path, key: str) -> None:

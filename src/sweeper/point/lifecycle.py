@@ -114,7 +114,7 @@ def _base(
         point_id=pid,
         overrides=list(overrides),
         spec=spec.to_dict(),
-        replay=replay_command(overrides),
+        replay=replay_command(overrides, sweep.search_path()),
         env=env if env is not None else environment(),
     )
 

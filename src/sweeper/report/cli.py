@@ -12,6 +12,7 @@ from sweeper.report.build import build_report
 from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking import RunsWriter, sweep_settings
 from sweeper.tracking.settings import MODES
+from sweeper.units import summary
 
 
 def device_mem(text: str) -> tuple[str, float]:
@@ -35,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns 0 on success, 2 if the directory does not exist or has no ``points/`` folder, 1 if a record on disk
     cannot be read (the message names the file).
     """
-    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=summary(__doc__))
     parser.add_argument("sweep_dir", type=Path, help="the sweep directory (the one that holds points/)")
     parser.add_argument(
         "--device-mem",

@@ -107,8 +107,10 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def unusable_folder(path: Path) -> str | None:
     """Why ``path`` cannot be an output folder (a sweep's or a run's), or None when it can: it is created (with its
-    parents) and an empty file is made and removed in it. A full disk is not "unusable" (None): that is reported
-    per file as the sweep writes (:func:`is_disk_full`), so that nothing already recorded is lost.
+    parents) and an empty file is made and removed in it; the folders the probe created are removed again, so a
+    command refused after the probe leaves no empty folder that looks like a sweep. A full disk is not "unusable"
+    (None): that is reported per file as the sweep writes (:func:`is_disk_full`), so that nothing already recorded
+    is lost.
 
     Returns:
         A one-line reason naming what is in the way (``/etc/hostname is a file, not a folder``), or None.
@@ -119,6 +121,7 @@ def unusable_folder(path: Path) -> str | None:
             if not parent.is_dir():
                 return f"{parent} is a file, not a folder"
             break
+    made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".sweeper-probe.", dir=path)
@@ -129,4 +132,10 @@ def unusable_folder(path: Path) -> str | None:
             return None
         what = (e.strerror or type(e).__name__).strip()
         return f"{what[:1].lower() + what[1:]}: {e.filename or path}"
+    finally:
+        for folder in made:
+            try:
+                folder.rmdir()  # only an empty folder: one something else wrote into meanwhile stays
+            except OSError:
+                break
     return None

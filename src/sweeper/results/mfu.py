@@ -61,6 +61,15 @@ def gpu_peak(device_name: str, dtype: str) -> Peak:
     return Peak(None, f"unknown device {device_name!r}: no datasheet peak, so no MFU")
 
 
+def gpu_model(device_name: str) -> str | None:
+    """The datasheet catalogue's name of a GPU (``"H100 80GB HBM3"``) for a CUDA device name or a cluster's
+    ``gpu_name``, as :func:`gpu_peak` matches it; None for a device the catalogue does not hold."""
+    for fragment, _ in _GPU_PEAKS:
+        if fragment.lower() in device_name.lower():
+            return fragment
+    return None
+
+
 def flops_per_token(non_embedding_params: int, num_layers: int, num_heads: int, head_dim: int, seq_len: int) -> float:
     """Training FLOPs per token, PaLM Appendix B: ``6·N + 12·L·a·d·s``.
 

@@ -21,6 +21,7 @@ def open_sweep(
     n_points: int | None,
     overrides: list[str],
     wandb: dict[str, Any] | None = None,
+    search_path: list[str] | None = None,
 ) -> dict[str, Any]:
     """Create ``sweep.json`` in a new sweep directory, or read it back when resuming an existing one (strictly: a
     ``sweep.json`` that is not valid JSON raises, it is never replaced by a new sweep id).
@@ -28,6 +29,8 @@ def open_sweep(
     Args:
         wandb: the sweep's W&B settings (``mode``, ``project``, ``entity``; :mod:`sweeper.tracking`), stored as
             ``wandb`` (a resume stores the settings it ran with).
+        search_path: the config folders the command line added (absolute ``file://`` entries), stored as
+            ``search_path`` when there are any: every replay command of the sweep carries them.
 
     Returns:
         The sweep description: ``sweep_id``, ``created_at`` (ISO time), ``mode`` (``run``/``multirun``),
@@ -54,6 +57,8 @@ def open_sweep(
         }
     if wandb is not None:
         info["wandb"] = dict(wandb)
+    if search_path:
+        info["search_path"] = list(search_path)
     write_json_atomic(path, info)
     return info
 

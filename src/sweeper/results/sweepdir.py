@@ -236,6 +236,12 @@ class SweepDir:
         except (OSError, ValueError):
             return {}
 
+    def search_path(self) -> list[str]:
+        """The config folders the sweep's command line added (``sweep.json``'s ``search_path``; ``[]`` without):
+        what each replay command carries besides the point's overrides."""
+        value = self.info().get("search_path")
+        return [str(v) for v in value] if isinstance(value, list) else []
+
     # -- submitted.json --------------------------------------------------------------------------------------------
 
     def submitted(self) -> dict[str, dict[str, Any]]:

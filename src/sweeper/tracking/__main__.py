@@ -12,6 +12,7 @@ from pathlib import Path
 from sweeper.results.sweepdir import SweepDir
 from sweeper.tracking.settings import WandbSettings
 from sweeper.tracking.writer import write_runs
+from sweeper.units import summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,7 +21,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns 0 (W&B problems are reported, not failed), 2 for a directory without ``points/``, 1 for an unreadable
     record.
     """
-    parser = argparse.ArgumentParser(prog="python -m sweeper.tracking", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m sweeper.tracking", description=summary(__doc__))
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--mode", choices=("offline", "online"), default="offline")
     parser.add_argument("--project", default="sweeper")

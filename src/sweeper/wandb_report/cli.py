@@ -16,6 +16,7 @@ from sweeper.report.md import one_line
 from sweeper.results.atomic import write_text_atomic
 from sweeper.results.sweepdir import WANDB_REPORT_FILE, SweepDir
 from sweeper.tracking.settings import api_key_available
+from sweeper.units import summary
 from sweeper.wandb_report.spec import ReportPlan, publish_commands
 
 PROG = "python -m sweeper.wandb_report"
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     publishing fails (no login, network, permissions: one line says why; the spec file is still written); 2 if
     the directory does not exist, has no ``points/`` folder, or ``wandb-workspaces`` is not installed.
     """
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("sweep_dir", type=Path, help="the sweep directory (the one that holds points/)")
     parser.add_argument(
         "--publish",

@@ -309,6 +309,7 @@ class SlurmLauncher(Launcher):
                 p = it["payload"]
                 check_picklable(p, f"the payload of point {p['point_id']} ({' '.join(p['overrides'])})")
             size = chunk or len(items)
+            search_path = sweep.search_path()  # every replay of the sweep carries its config folders
             parts = [items[start : start + size] for start in range(0, len(items), size)]
             while parts:
                 part = parts.pop(0)
@@ -333,7 +334,7 @@ class SlurmLauncher(Launcher):
                             "job_id": j.job_id,
                             "overrides": p["overrides"],
                             "spec": p["spec"],
-                            "replay": replay_command(p["overrides"]),
+                            "replay": replay_command(p["overrides"], search_path),
                             "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                         }
                         for p, j in zip(payloads, group_jobs, strict=True)

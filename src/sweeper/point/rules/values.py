@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from sweeper.config.schema import ZERO_STAGES, Dtype, Fsdp, Precision, batch_size_error, timed_steps_error
-from sweeper.config.spec import PointSpec, model_max_seq_len
+from sweeper.config.spec import PointSpec, max_position_key, model_max_seq_len
 from sweeper.config.target import Target
 from sweeper.point.gate import rule
 
@@ -126,9 +126,12 @@ def _fsdp_with_zero(spec: PointSpec, _: Target):
 def _seq_len(spec: PointSpec, _: Target):
     max_len = model_max_seq_len(spec)
     if max_len is not None and spec.seq_len > max_len:
+        key = max_position_key(spec)
         return (
-            f"seq_len={spec.seq_len} is over model={spec.model}'s maximum of {max_len} tokens "
-            f"(its max_position_embeddings); use seq_len<={max_len}",
+            f"seq_len={spec.seq_len} is over model={spec.model}'s maximum of {max_len} tokens (its {key}); use "
+            f"seq_len<={max_len}, or raise the model's limit with model.config.{key}={spec.seq_len} (a longer "
+            "context than the model was published with: no RoPE scaling is added for you, set "
+            "+model.config.rope_scaling=... for that), or pick a model with a longer context (model=<name>)",
             ("seq_len", "model"),
         )
     return None
