@@ -128,6 +128,9 @@ def cli() -> None:
     """Entry point of ``python -m sweeper`` and the ``sweeper`` script: runs :func:`main`, then exits with the
     status described in the module doc (3 and one line per cause on stderr when the sweep is incomplete)."""
     redact_command_line()  # before Hydra sees argv: a secret is a reference from here on (sweeper.redact)
+    from sweeper.config.model_files import refuse_unknown_models
+
+    sys.argv[1:] = refuse_unknown_models(sys.argv[1:], "sweeper")  # model=<config.json | folder | hub id>
     if _runs_points(sys.argv[1:]):
         from sweeper.config.keys import refuse_unknown_keys
         from sweeper.point import preflight

@@ -20,8 +20,12 @@ from tests.unit.test_plan_app import INTERFACE
 HEAVY = ("torch", "transformers", "accelerate", "deepspeed")
 
 
-def run_plan(args: list[str], cwd: Path, *python_flags: str) -> tuple[subprocess.CompletedProcess, float]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+def run_plan(
+    args: list[str], cwd: Path, *python_flags: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, float]:
+    """``python -m sweeper.plan *args`` in ``cwd`` (``env``: variables set for it alone), and its wall time."""
+    env = dict(os.environ, **(env or {}))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, *python_flags, "-m", "sweeper.plan", *args],

@@ -48,7 +48,7 @@ def key_tree(cls: type) -> dict[str, Any]:
     return tree
 
 
-def _search_dirs(argv: Iterable[str]) -> list[Path]:
+def search_dirs(argv: Iterable[str]) -> list[Path]:
     """The extra config folders a command line gives Hydra: ``--config-dir``/``-cd`` and ``file://`` entries of
     ``hydra.searchpath``."""
     args = list(argv)
@@ -75,7 +75,7 @@ def config_groups(argv: Iterable[str] = ()) -> set[str]:
     from sweeper.paths import conf_dir
 
     groups = {p.name for p in conf_dir().iterdir() if p.is_dir()}
-    for folder in _search_dirs(argv):
+    for folder in search_dirs(argv):
         if folder.is_dir():
             groups |= {p.name for p in folder.iterdir() if p.is_dir()}
     store = ConfigStore.instance().repo

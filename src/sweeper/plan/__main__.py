@@ -49,6 +49,9 @@ def cli() -> None:
     """Entry point of ``python -m sweeper.plan``; secrets on the command line become references first
     (:func:`sweeper.redact.redact_command_line`)."""
     redact_command_line()
+    from sweeper.config.model_files import refuse_unknown_models
+
+    sys.argv[1:] = refuse_unknown_models(sys.argv[1:], "sweeper.plan")  # model=<config.json | folder | hub id>
     if not any(a.split("=", 1)[0] in ("-h", "--help", "--hydra-help", "--cfg", "-c", "--info", "-i") for a in sys.argv):
         from sweeper.config.keys import refuse_unknown_keys
 

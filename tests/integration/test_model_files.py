@@ -1,0 +1,91 @@
+"""``model=`` from where users keep their models (issue 36): a ``config.json`` path, its folder, a hub id in the local
+Hugging Face cache; real commands, real transformers in the helper, real ranks for the sweep."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from tests.conftest import run_sweeper
+from tests.integration.test_plan_cli import run_plan
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
+#: A tiny Mistral-shaped config.json as a user would have it (saved by transformers: architectures, torch_dtype)
+TINY_MISTRAL = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 2048,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.44.0",
+}
+STEPS = ["warmup_steps=1", "timed_steps=3", "memory_steps=1", "profile_steps=0", "profile_trace=false", "wandb=off"]
+
+
+def _env(tmp_path):
+    return {"SWEEPER_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+
+
+def test_a_sweep_of_a_users_config_json_runs_every_point_named_by_its_folder(tmp_path):
+    folder = tmp_path / "my-mistral"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_MISTRAL))
+    run = run_sweeper(["-m", f"model={folder}", "fsdp=none,full_shard", *STEPS], tmp_path, env=_env(tmp_path))
+    assert run.proc.returncode == 0, run.output[-3000:]
+    records = run.records()
+    assert len(records) == 2 and {r.status for r in records} == {"ok"}, [r.reason for r in records]
+    for r in records:
+        assert r.spec["model"] == "my-mistral" and r.spec["model_type"] == "mistral"
+        assert r.spec["decoder_layer"] == "MistralDecoderLayer"  # from the class's _no_split_modules: FSDP wraps it
+        assert "architectures" not in r.spec["model_config"]  # how it was saved is not the architecture
+        # 2 layers of (q 64x64, k,v 64x32, o 64x64, MLP 3x64x128, 2 norms) + embed + head + final norm
+        assert r.metrics["param_count"] == 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64) + 2 * 64000 + 64
+    assert "model=my-mistral" in records[0].replay and "hydra.searchpath=" in records[0].replay
+
+
+def test_public_mistral_and_mixtral_configs_plan_with_exact_counts_and_never_a_false_does_not_fit(tmp_path):
+    env = _env(tmp_path)
+    out = tmp_path / "mistral"
+    args = ["cluster=h100-80gb", "seq_len=4096"]
+    proc, _ = run_plan([f"model={EXAMPLES / 'Mistral-7B-v0.1'}", *args, f"hydra.run.dir={out}"], tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "7,241,732,096" in proc.stdout  # the published Mistral-7B-v0.1's parameter count
+    df = pd.read_csv(out / "plan.csv")
+    assert (df["model"] == "Mistral-7B-v0.1").all() and df["fits"].astype(bool).any()
+    out = tmp_path / "mixtral"
+    proc, _ = run_plan(
+        [f"model={EXAMPLES / 'Mixtral-8x7B-v0.1' / 'config.json'}", *args, f"hydra.run.dir={out}"], tmp_path, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer = next(line for line in proc.stdout.splitlines() if line.startswith("Answer"))
+    assert "unknown" in answer and "does not fit" not in answer and "no configuration is predicted" not in answer
+    assert "model_type='mixtral'" in proc.stdout  # the reason
+
+
+def test_a_hub_id_is_read_from_the_local_cache_and_one_not_there_is_refused_without_a_download(tmp_path):
+    env = _env(tmp_path)
+    snapshot = tmp_path / "hf" / "models--acme--tiny-mistral" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(TINY_MISTRAL))
+    (tmp_path / "hf" / "models--acme--tiny-mistral" / "refs").mkdir()
+    (tmp_path / "hf" / "models--acme--tiny-mistral" / "refs" / "main").write_text("0123abc")
+    out = tmp_path / "plan"
+    proc, _ = run_plan(
+        ["model=acme/tiny-mistral", "cluster=local", "seq_len=128", f"hydra.run.dir={out}"], tmp_path, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (pd.read_csv(out / "plan.csv")["model"] == "acme--tiny-mistral").all()
+    shutil.rmtree(out)
+    proc, _ = run_plan(["model=acme/other", "cluster=local", "seq_len=128", f"hydra.run.dir={out}"], tmp_path, env=env)
+    assert proc.returncode == 2 and "not in the local Hugging Face cache" in proc.stderr, proc.stderr[-2000:]
+    assert str(tmp_path / "hf") in proc.stderr and "Traceback" not in proc.stderr and not out.exists()
