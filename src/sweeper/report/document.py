@@ -43,6 +43,7 @@ from sweeper.report.tables import (
     failure_details_table,
     failures_table,
     pending_table,
+    prediction_table,
     pruned_table,
     results_details_table,
     results_table,
@@ -99,7 +100,7 @@ def build_document(
     if numerics:
         sections.append(Section("Numerics", numerics))
     if has_predictions(df):
-        sections.append(Section("Predicted vs measured", _predicted(df, records)))
+        sections.append(Section("Predicted vs measured", _predicted(df, records, axes, unit, max_rows)))
     if len(df) and (df["status"] == "pruned").any():
         sections.append(Section("Pruned before launch", _pruned(df, axes)))
     if len(df) and (df["status"] == "skipped").any():
@@ -214,7 +215,7 @@ def _grid(grid: Grid, records: Sequence[Record]) -> list[Block]:
 def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows: int | None) -> list[Block]:
     ok_rows, n_ok = shown_ok(df, max_rows)
     blocks: list[Block] = [Plot(png=n_ok >= PNG_MIN_OK, interactive=interactive_plot(df))]
-    table = results_table(ok_rows, axes, unit, predicted_values=False)
+    table = results_table(ok_rows, axes, unit, predicted_values=False, errors=False)  # measurements only
     if not len(table):
         return [*blocks, Para("No point finished with status ok, so there is no frontier.")]
     blocks.append(Table(table))
@@ -242,17 +243,22 @@ def _results(df: pd.DataFrame, axes: list[str], unit: tuple[str, int], max_rows:
     return blocks
 
 
-def _predicted(df: pd.DataFrame, records: Sequence[Record]) -> list[Block]:
+def _predicted(
+    df: pd.DataFrame, records: Sequence[Record], axes: list[str], unit: tuple[str, int], max_rows: int | None
+) -> list[Block]:
     bullets, calibration, notes = prediction_blocks(df, records)
     blocks: list[Block] = [
         Para(
             "How far capacity planning's model (`python -m sweeper.plan`) was from each ok point: relative error = "
             "(predicted - measured) / measured, positive when the model over-predicts; peak memory compares the "
-            "predicted peak tensor bytes per rank with the measured peak. Both are columns of the results table above "
-            "and of `results.csv` (`peak_mem_rel_error`, `tokens_per_s_per_device_rel_error`)."
+            "predicted peak tensor bytes per rank with the measured peak (also in `results.csv`: "
+            "`peak_mem_rel_error`, `tokens_per_s_per_device_rel_error`)."
         ),
         Bullets(bullets),
     ]
+    table = prediction_table(shown_ok(df, max_rows)[0], axes, unit)
+    if len(table):
+        blocks.append(Table(table))
     uncalibrated = uncalibrated_efficiency(df)
     if calibration and uncalibrated is not None:
         blocks.append(

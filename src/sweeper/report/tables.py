@@ -53,13 +53,14 @@ def results_table(
     axes: Sequence[str] = (),
     unit: tuple[str, int] | None = None,
     predicted_values: bool = True,
+    errors: bool = True,
 ) -> pd.DataFrame:
     """The ``ok`` points, fastest first, frontier marked ★: the axes, tokens/s per device, median step time (s),
     MFU (% of peak), peak memory in ``unit`` (a (name, bytes) pair; by default :func:`mem_unit` of ``df``),
     optimizer state per rank (MiB), and the point id. When capacity planning predicted them: the predicted peak
     (same unit) and tokens/s per device, each followed by its relative error in percent; with
-    ``predicted_values`` False only the errors (the report folds the predicted values into
-    :func:`results_details_table`, so that the main table fits the page)."""
+    ``predicted_values`` False only the errors, with ``errors`` False neither (the report's first table holds the
+    measurements alone: the model's errors read as failures there; they are :func:`prediction_table`'s)."""
     name, scale = unit or mem_unit(df)
     ok = sort_ok(df)
     out: dict[str, list[str]] = {
@@ -74,10 +75,36 @@ def results_table(
     if _any(ok, "predicted_peak_bytes"):
         if predicted_values:
             out[f"predicted peak ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]
-        out["peak error (%)"] = [percent(v, sign=True, unit="") for v in ok["peak_mem_rel_error"]]
+        if errors:
+            out["peak error (%)"] = [percent(v, sign=True, unit="") for v in ok["peak_mem_rel_error"]]
     if _any(ok, "predicted_tokens_per_s_per_device"):
         if predicted_values:
             out["predicted tokens/s/device"] = [num(v) for v in ok["predicted_tokens_per_s_per_device"]]
+        if errors:
+            out["tokens/s error (%)"] = [
+                percent(v, sign=True, unit="") for v in ok["tokens_per_s_per_device_rel_error"]
+            ]
+    out["point"] = ok["point_id"].astype(str).tolist()
+    return pd.DataFrame(out, dtype=object)
+
+
+def prediction_table(df: pd.DataFrame, axes: Sequence[str] = (), unit: tuple[str, int] | None = None) -> pd.DataFrame:
+    """Predicted beside measured for the ``ok`` points that capacity planning predicted, in :func:`results_table`'s
+    order: the axes, peak memory predicted / measured (in ``unit``) and its relative error, tokens/s per device
+    predicted / measured and its relative error (percent, positive when the model over-predicts), the point id.
+    Empty when nothing was predicted."""
+    name, scale = unit or mem_unit(df)
+    ok = sort_ok(df)
+    if not (_any(ok, "predicted_peak_bytes") or _any(ok, "predicted_tokens_per_s_per_device")):
+        return pd.DataFrame()
+    out: dict[str, list[str]] = {**axis_columns(ok, axes)}
+    if _any(ok, "predicted_peak_bytes"):
+        out[f"peak predicted ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["predicted_peak_bytes"]]
+        out[f"peak measured ({name})"] = [num(v, scale, 3, zeros=True) for v in ok["peak_mem_bytes"]]
+        out["peak error (%)"] = [percent(v, sign=True, unit="") for v in ok["peak_mem_rel_error"]]
+    if _any(ok, "predicted_tokens_per_s_per_device"):
+        out["tokens/s/device predicted"] = [num(v) for v in ok["predicted_tokens_per_s_per_device"]]
+        out["tokens/s/device measured"] = [num(v) for v in ok["tokens_per_s_per_device"]]
         out["tokens/s error (%)"] = [percent(v, sign=True, unit="") for v in ok["tokens_per_s_per_device_rel_error"]]
     out["point"] = ok["point_id"].astype(str).tolist()
     return pd.DataFrame(out, dtype=object)
