@@ -292,13 +292,20 @@ def test_the_first_section_names_the_fastest_and_the_least_memory_configuration(
     least = ok.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
     fast_tail = _tie_part(tied(fastest), names, "the 95 % confidence intervals of their median step times overlap")
     mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
-    if not bool(fastest["on_frontier"]):  # the answer names the frontier point to pick instead, when there is one
-        front = set(ok.loc[ok["on_frontier"].astype(bool), "_pid"])
-        pick = [t for t in tied(fastest) if t in front and mems[t] < fastest["_mem"]]
+    if tied(fastest):  # which of the points the measurement cannot tell apart to pick, and what to rerun
+        rows = ok[ok["_pid"].isin([fastest["_pid"], *tied(fastest)])]
+        front = rows[rows["on_frontier"].astype(bool)]
+        pool = front if len(front) else rows
+        pick = pool.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
+        steps = max(16, 2 * int(pd.to_numeric(rows["timed_steps_measured"]).max()))
+        which = (
+            "it, the least memory of them"
+            if pick["_pid"] == fastest["_pid"]
+            else f"{names[pick['_pid']]}, as fast within the intervals with the least memory of them"
+        )
         fast_tail += (
-            f", but off the frontier: {names[pick[0]]} is as fast within the intervals with less memory"
-            if pick
-            else ", but off the frontier: a tied point needs less memory"
+            f": the measurements cannot tell them apart, so pick {which}; to tell them apart, rerun these points "
+            f"with timed_steps={steps} (or timed_steps=auto)"
         )
     same = [t for t in tied(least) if mems.get(t) == least["_mem"]]
     least_tail = _tie_part(same, names, "same memory, overlapping ranges")

@@ -38,7 +38,7 @@ def test_the_first_section_is_the_answer_and_the_metadata_comes_last(tmp_path: P
     assert html.index("Fastest:") < html.index("Plotly.newPlot") < html.index("<h2>Grid</h2>")
 
 
-def test_the_fastest_in_a_tie_says_so_and_whether_it_is_off_the_frontier():
+def test_the_fastest_in_a_tie_says_so_what_to_pick_and_what_to_rerun():
     fast = ok_point("aaaa00000011", "none", True, 5000.0, 3 * GIB)
     close = ok_point("aaaa00000012", "full_shard", True, 4950.0, 2 * GIB)  # within the spread, less memory
     df = records_to_frame([fast, close])
@@ -47,7 +47,13 @@ def test_the_fastest_in_a_tie_says_so_and_whether_it_is_off_the_frontier():
     assert first.startswith(
         "Fastest: `fsdp=none gc=true` (5,000 tokens/s per device, 3.00 GiB peak), tied with `fsdp=full_shard gc=true`"
     )
-    assert "but off the frontier: `fsdp=full_shard gc=true` is as fast within the intervals with less memory" in first
+    # what to pick among points the measurement cannot tell apart, and what to rerun; never "fastest, but off the
+    # frontier" (issue 36: the sentence contradicted the frontier's meaning)
+    assert (
+        "the measurements cannot tell them apart, so pick `fsdp=full_shard gc=true`, as fast within the intervals "
+        "with the least memory of them; to tell them apart, rerun these points with `timed_steps=16`"
+    ) in first
+    assert "off the frontier" not in first
     assert counts == "2 points: 2 ok (1 on the frontier)."
 
 
@@ -68,3 +74,12 @@ def test_the_plot_draws_the_spread_as_error_bars():
     assert "p10-p90 step-time spread" in [t.get_text() for t in top.get_legend().get_texts()]
     page = plot_html(data)
     assert '"arrayminus"' in page and "tied with: aaaa00000004" in page
+
+
+def test_a_tied_fastest_with_the_least_memory_is_the_pick_and_the_rerun_doubles_the_timed_steps():
+    fast = ok_point("aaaa00000031", "none", True, 5000.0, 2 * GIB)
+    close = ok_point("aaaa00000032", "full_shard", True, 4950.0, 3 * GIB)  # as fast within the spread, more memory
+    close.metrics["timed_steps"] = 12
+    (first, _) = answer(records_to_frame([fast, close]), AXES, ("GiB", GIB))
+    assert "tied with `fsdp=full_shard gc=true`" in first
+    assert "so pick it, the least memory of them; to tell them apart, rerun these points with `timed_steps=24`" in first

@@ -3,7 +3,9 @@
 Sentence one names the fastest ``ok`` configuration (highest median tokens/s per device; ties of that number broken
 by point id so the sentence is the same on every rebuild), the points tied with it (their tokens/s per device
 intervals overlap its own: from the 95 % confidence interval of the median step time, or the p10-p90 spread of
-records without one, :mod:`sweeper.results.frontier`), the one with the least peak memory, and, for each
+records without one, :mod:`sweeper.results.frontier`) and then which of them to pick (the least memory on the
+frontier: the measurements cannot tell them apart) and what to rerun to tell them apart, the one with the least peak
+memory, and, for each
 device capacity known (``--device-mem`` lines, else the single ``cluster.gpu_mem_gib`` that capacity planning
 judged every point against: the ``predicted_device_mem_bytes`` column), the fastest whose measured peak fits in it.
 Sentence two counts the points per status and how many are on the frontier.
@@ -153,6 +155,32 @@ def _unsure(ok: pd.DataFrame, best: pd.Series, tied: Sequence[str], names: dict[
     return f" (not certain: {_some(pids, names)} {verb} measured under CPU contention)"
 
 
+#: The fewest timed steps a rerun to separate tied points is advised (twice the sweep's, at least this).
+MIN_RERUN_STEPS = 16
+
+
+def _pick_among_tied(ok: pd.DataFrame, fastest: pd.Series, tied: Sequence[str], names: dict[str, str]) -> str:
+    """The clause after "tied with ...": the measurements cannot tell the candidates (``fastest`` and the points
+    ``tied`` with it) apart, so the pick is the one of least peak memory on the frontier (``fastest`` itself, or a
+    tied frontier point: the frontier's meaning, never "fastest but off the frontier"), and what to rerun to tell them
+    apart (``timed_steps`` twice the most any of them timed, at least :data:`MIN_RERUN_STEPS`, or ``auto``)."""
+    rows = ok[ok["_pid"].isin([fastest["_pid"], *tied])]
+    front = rows[rows["on_frontier"].astype(bool)]
+    pool = front if len(front) else rows
+    pick = pool.sort_values(["_mem", "_tps", "_pid"], ascending=[True, False, True], kind="stable").iloc[0]
+    steps = pd.to_numeric(rows.get("timed_steps_measured", pd.Series(dtype=float)), errors="coerce").max()
+    more = max(MIN_RERUN_STEPS, 2 * int(steps)) if not pd.isna(steps) else MIN_RERUN_STEPS
+    which = (
+        "it, the least memory of them"
+        if pick["_pid"] == fastest["_pid"]
+        else f"{names[pick['_pid']]}, as fast within the intervals with the least memory of them"
+    )
+    return (
+        f": the measurements cannot tell them apart, so pick {which}; to tell them apart, rerun these points "
+        f"with {code(f'timed_steps={more}')} (or {code('timed_steps=auto')})"
+    )
+
+
 def answer(
     df: pd.DataFrame,
     axes: Sequence[str],
@@ -189,14 +217,8 @@ def answer(
         if tied:
             parts[0] += f", tied with {_some(tied, names)} ({_tie_basis(df, ties, fastest)})"
         mems = dict(zip(ok["_pid"], ok["_mem"], strict=True))
-        if not bool(fastest["on_frontier"]):
-            front = set(ok.loc[ok["on_frontier"].astype(bool), "_pid"])
-            pick = [t for t in tied if t in front and mems.get(t, float("inf")) < fastest["_mem"]]
-            parts[0] += (
-                f", but off the frontier: {names[pick[0]]} is as fast within the intervals with less memory"
-                if pick
-                else ", but off the frontier: a tied point needs less memory"
-            )
+        if tied:
+            parts[0] += _pick_among_tied(ok, fastest, tied, names)
         parts[0] += _unsure(ok, fastest, tied, names)
         parts.append(f"least memory: {names[least['_pid']]} ({_numbers(least, unit)})")
         same = [t for t in _tied(ties, least) if mems.get(t) == least["_mem"]]
