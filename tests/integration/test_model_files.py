@@ -89,3 +89,26 @@ def test_a_hub_id_is_read_from_the_local_cache_and_one_not_there_is_refused_with
     proc, _ = run_plan(["model=acme/other", "cluster=local", "seq_len=128", f"hydra.run.dir={out}"], tmp_path, env=env)
     assert proc.returncode == 2 and "not in the local Hugging Face cache" in proc.stderr, proc.stderr[-2000:]
     assert str(tmp_path / "hf") in proc.stderr and "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_a_tiny_mixture_of_experts_sweeps_on_cpu_with_every_point_ok_and_its_states_exact(tmp_path):
+    """Issue 36: a Mixtral-shaped MoE from its config.json under DDP, FSDP and ZeRO-2: every point ok, the planner's
+    parameter, gradient and optimizer-state bytes per rank equal the measured ones (every expert counted); its peak
+    and throughput are "unknown" with the reason, not guessed."""
+    folder = tmp_path / "tiny-moe"
+    folder.mkdir()
+    moe = {k: v for k, v in TINY_MISTRAL.items() if k not in ("architectures", "sliding_window")}
+    moe.update(model_type="mixtral", num_local_experts=4, num_experts_per_tok=2, intermediate_size=96)
+    (folder / "config.json").write_text(json.dumps(moe))
+    grid = ["-m", f"model={folder}", "fsdp=none,full_shard", "zero=0", *STEPS, f"hydra.sweep.dir={tmp_path / 's'}"]
+    run = run_sweeper(grid, tmp_path, env=_env(tmp_path))
+    assert run.proc.returncode == 0, run.output[-3000:]
+    zero = run_sweeper([*grid[:2], "zero=2", *grid[4:]], tmp_path, env=_env(tmp_path))
+    assert zero.proc.returncode == 0, zero.output[-3000:]
+    records = zero.records()
+    assert len(records) == 3 and {r.status for r in records} == {"ok"}, [r.reason for r in records]
+    for r in records:
+        for key in ("param_bytes_per_rank", "optimizer_state_bytes_per_rank", "grad_bytes_per_rank"):
+            assert r.metrics.get(key) == r.predicted.get(key), (r.spec["fsdp"], r.spec["zero"], key)
+        assert r.metrics["param_bytes_per_rank"] > 0 and "mixture of experts" in r.predicted["note"]
+        assert r.predicted.get("peak_bytes") is None

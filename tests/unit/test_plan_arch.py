@@ -88,3 +88,51 @@ def test_flops_per_token_is_palm():
 def test_an_unknown_model_type_says_which_are_known():
     with pytest.raises(UnknownArchitecture, match=r"model_type='t5'.*llama"):
         Arch.from_config("t5", {})
+
+
+MOE = {**SMALL, "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2}
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_a_mixture_of_experts_counts_every_expert_and_computes_with_its_top_k(full: bool):
+    """Issue 36: Mixtral (examples/models: the public config, at full size on the meta device) and a tiny one; the
+    experts are transformers 5's two 3-D tensors per layer (dim 0: the expert)."""
+    import json
+
+    from tests.conftest import REPO
+
+    config = json.loads((REPO / "examples/models/Mixtral-8x7B-v0.1/config.json").read_text()) if full else MOE
+    config = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype", "transformers_version")}
+    arch = Arch.from_config("mixtral", config)
+    model = _instantiate("mixtral", {k: v for k, v in config.items() if k != "model_type"}, meta=full)
+    params = list(model.parameters())
+    assert arch.total_params == sum(p.numel() for p in params) and arch.param_tensors == len(params)
+    assert sorted(arch.param_shapes()) == sorted((p.shape[0], p.numel() // p.shape[0]) for p in params)
+    if full:
+        assert arch.total_params == 46_702_792_704  # the published Mixtral-8x7B-v0.1
+    # a token uses the router and top_k of the experts: the dense model of the same shape (one MLP) plus top_k - 1
+    # MLPs and the router; Mixtral: 12.75 B without the input embedding (the published "12.9 B active" counts it)
+    dense = Arch.from_config("mistral", {k: v for k, v in config.items() if "expert" not in k})
+    h, i = arch.hidden, arch.intermediate
+    extra = (arch.top_k - 1) * 3 * h * i + h * arch.experts
+    assert arch.active_params == dense.non_embedding_params + arch.layers * extra
+    assert arch.flops_per_token(128) == pytest.approx(6 * arch.active_params + 12 * arch.layers * arch.q_width * 128)
+    for unknown in (lambda: arch.linear_params, lambda: arch.tp_param_shapes(2)):
+        with pytest.raises(UnknownArchitecture, match="mixture of experts"):
+            unknown()
+
+
+def test_a_mixture_of_experts_plans_exact_states_and_says_the_rest_is_unknown():
+    from sweeper.capacity.predict import predict
+    from sweeper.config.target import Target
+    from tests.unit.specs import make_spec
+
+    spec = make_spec(model={"name": "moe", "config": MOE}, zero=2, precision="bf16")
+    spec = __import__("dataclasses").replace(spec, model_type="mixtral", model_config=MOE)
+    p = predict(spec, Target())
+    arch = Arch.from_config("mixtral", MOE)
+    assert p.fits is None and p.peak_bytes is None and p.tokens_per_s_per_device is None
+    assert "mixture of experts" in p.note and "states are counted" in p.note
+    # ZeRO-2 over 2 ranks: 16-bit weights whole (2 bytes), fp32 master + Adam moments partitioned (12 / 2 bytes)
+    assert p.param_bytes_per_rank == 2 * arch.total_params
+    assert p.optimizer_state_bytes_per_rank == pytest.approx(12 * arch.total_params / 2, rel=0.01)

@@ -6,10 +6,16 @@ block, or any HF config given by its numbers). Keys the config leaves out take t
 ``AutoModelForCausalLM.from_config`` builds; ``tests/unit/test_plan_arch.py`` checks them against the instantiated
 models.
 
-Two families are modelled:
+Three families are modelled:
 
 * ``llama`` (also ``mistral``, ``qwen2``): RMSNorm, rotary positions, grouped-query attention (``num_key_value_heads``),
   SwiGLU MLP (gate, up, down: ``3·h·i`` weights), optional biases (``attention_bias``; qwen2's q/k/v biases).
+* ``mixtral``: the llama family with a routed MLP (a mixture of experts): a router ``h → E`` without bias and ``E``
+  SwiGLU experts stored as transformers 5 stores them, two 3-D tensors per layer (``gate_up_proj`` ``E × 2i × h``,
+  ``down_proj`` ``E × h × i``). Parameters and states count every expert; FLOPs per token the ``k`` experts each
+  token is routed to (``num_experts_per_tok``) plus the router. What a routed layer saves for backward (the tokens
+  each expert receives depend on the router) is not modelled: activations and time are unknown for it (the plan says
+  so), its states are exact.
 * ``gpt2``: LayerNorm (weight + bias), learned positions (``n_positions × h``), fused ``c_attn`` with bias, a GeLU MLP
   with ``n_inner`` (default ``4h``), biases everywhere, tied embeddings by default.
 """
@@ -50,6 +56,14 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 32,
         "max_position_embeddings": 32768,
         "qkv_bias": True,  # Qwen2Attention: q, k and v projections carry biases, o does not
+    },
+    "mixtral": {  # MixtralConfig: the mistral layout with a routed MLP of num_local_experts SwiGLU experts
+        **_LLAMA_DEFAULTS,
+        "intermediate_size": 14336,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096 * 32,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
     },
     "gpt2": {
         "n_embd": 768,
@@ -95,6 +109,8 @@ class Arch:
         max_seq_len: the config's maximum sequence length (tokens), or None.
         attn_dropout: dropout on the attention probabilities (gpt2 ``attn_pdrop``, llama ``attention_dropout``).
         resid_dropout: dropout on each residual branch and (``embd_dropout``) on the embeddings (gpt2).
+        experts: routed experts per layer (mixtral ``num_local_experts``); 0 for a dense MLP.
+        top_k: experts each token is routed to (``num_experts_per_tok``); 0 for a dense MLP.
     """
 
     model_type: str
@@ -115,6 +131,8 @@ class Arch:
     attn_dropout: float = 0.0
     resid_dropout: float = 0.0
     embd_dropout: float = 0.0
+    experts: int = 0
+    top_k: int = 0
 
     @classmethod
     def from_config(cls, model_type: str, config: Mapping[str, Any]) -> Arch:
@@ -168,6 +186,8 @@ class Arch:
             mlp_bias=bool(c.get("mlp_bias")),
             max_seq_len=int(c["max_position_embeddings"]) if c.get("max_position_embeddings") else None,
             attn_dropout=float(c.get("attention_dropout") or 0.0),
+            experts=int(c.get("num_local_experts") or 0),
+            top_k=int(c.get("num_experts_per_tok") or 0) if c.get("num_local_experts") else 0,
         )
 
     # ---- parameter counts (elements) ----
@@ -200,7 +220,30 @@ class Arch:
         h, i = self.hidden, self.intermediate
         if self.family == "gpt2":
             return h * i + i + i * h + h
+        if self.experts:  # router + every expert's gate, up and down
+            return h * self.experts + self.experts * 3 * h * i
         return 3 * h * i + ((2 * i + h) if self.mlp_bias else 0)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token's forward pass uses: :attr:`non_embedding_params` with only ``top_k`` of the
+        ``experts`` of each routed layer (the router counted); = :attr:`non_embedding_params` for a dense model."""
+        if not self.experts:
+            return self.non_embedding_params
+        idle = (self.experts - self.top_k) * 3 * self.hidden * self.intermediate
+        return self.non_embedding_params - self.layers * idle
+
+    def require_dense(self, what: str) -> None:
+        """Raise :class:`UnknownArchitecture` for a mixture of experts, naming ``what`` is not modelled for it.
+
+        Raises:
+            UnknownArchitecture: ``experts > 0``.
+        """
+        if self.experts:
+            raise UnknownArchitecture(
+                f"model_type={self.model_type!r} is a mixture of experts ({self.experts} experts, top-{self.top_k}): "
+                f"{what} not modelled for routed layers (the tokens each expert receives depend on the router)"
+            )
 
     @property
     def norm_params(self) -> int:
@@ -274,7 +317,11 @@ class Arch:
         if self.attn_bias or self.qkv_bias:
             layer += [(q, 1), (kv, 1), (kv, 1)]
         layer += [(h, q)] + ([(h, 1)] if self.attn_bias else [])
-        layer += [(i, h), (i, h), (h, i)] + ([(i, 1), (i, 1), (h, 1)] if self.mlp_bias else [])
+        if self.experts:  # router, then the experts' two 3-D tensors (dim 0: the expert)
+            e = self.experts
+            layer += [(e, h), (e, 2 * i * h), (e, h * i)]
+        else:
+            layer += [(i, h), (i, h), (h, i)] + ([(i, 1), (i, 1), (h, 1)] if self.mlp_bias else [])
         layer += [(h, 1), (h, 1)]
         return [(v, h), *layer * self.layers, (h, 1), *([] if self.tied else [(v, h)])]
 
@@ -293,6 +340,7 @@ class Arch:
         """
         if tp == 1:
             return self.param_shapes()
+        self.require_dense(f"tp={tp} (how AutoTP shards the experts' 3-D tensors)")
         if self.family == "gpt2":
             raise UnknownArchitecture("DeepSpeed AutoTP does not shard gpt2 (Conv1D layers): no tensor-parallel layout")
         if self.tied:
@@ -344,7 +392,12 @@ class Arch:
     @property
     def linear_params(self) -> int:
         """Weights of the matmuls (projections and output head, no biases or norms): what autocast casts to 16 bits
-        and keeps for the backward pass."""
+        and keeps for the backward pass.
+
+        Raises:
+            UnknownArchitecture: a mixture of experts (which experts' weights autocast casts depends on the router).
+        """
+        self.require_dense("the autocast weight copies are")
         per_layer = (
             self.hidden * 4 * self.hidden
             if self.family == "gpt2"
@@ -354,7 +407,9 @@ class Arch:
         return self.layers * per_layer + self.vocab * self.hidden
 
     def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token, PaLM Appendix B (Chowdhery et al. 2022): ``6·N + 12·L·a·d·s``.
+        """Training FLOPs per token, PaLM Appendix B (Chowdhery et al. 2022): ``6·N + 12·L·a·d·s``, N the parameters a
+        token uses (:attr:`active_params`: a mixture of experts counts its ``top_k`` experts, as Mixtral's 12.9 B of
+        46.7 B).
 
         Args:
             seq_len: s, tokens per sample.
@@ -362,7 +417,7 @@ class Arch:
         Returns:
             FLOPs per trained token (forward + backward), recompute not counted (MFU's convention).
         """
-        return 6.0 * self.non_embedding_params + 12.0 * self.layers * self.heads * self.head_dim * seq_len
+        return 6.0 * self.active_params + 12.0 * self.layers * self.heads * self.head_dim * seq_len
 
     def forward_flops_per_token(self, seq_len: int) -> float:
         """One forward pass per token, a third of :meth:`flops_per_token` (``2·N + 4·L·a·d·s``): what full

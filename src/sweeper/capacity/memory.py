@@ -131,6 +131,7 @@ def activation_bytes_per_token(arch: Arch, lay: Layout, gc: bool, seq_len: int) 
     Returns:
         (bytes per token, a one-line statement of what was counted).
     """
+    arch.require_dense("the activations saved for backward are")
     t = lay.tp
     h, a, i = arch.hidden, arch.heads // t, arch.intermediate // t
     q, kv = arch.q_width // t, arch.kv_width // t

@@ -15,7 +15,7 @@ from sweeper.capacity.hostcomm import HostComm, cached_comm
 from sweeper.capacity.memory import MemoryEstimate, estimate_memory
 from sweeper.capacity.offload import offload_of
 from sweeper.capacity.optimizers import OptimizerModel, UnknownOptimizer
-from sweeper.capacity.states import layout, model_states
+from sweeper.capacity.states import layout, model_states, states_for
 from sweeper.capacity.timing import NCCL_STEP_LATENCY_S, estimate_time
 from sweeper.config.schema import PlanConfig
 from sweeper.config.spec import PointSpec
@@ -227,6 +227,18 @@ def predict(
     )
     try:
         mem: MemoryEstimate | None = _memory(spec, arch, device, settings)
+    except UnknownArchitecture as e:  # a mixture of experts: its states are exact, what it saves is unknown
+        mem = None
+        notes.append(f"{e}: peak memory, fit and throughput unknown (never pruned); the model states are counted")
+        try:
+            st = states_for(spec, arch, layout(spec, device))
+            out.update(
+                param_bytes_per_rank=st.param_bytes,
+                grad_bytes_per_rank=st.grad_bytes,
+                optimizer_state_bytes_per_rank=st.optimizer_state_bytes,
+            )
+        except UnknownOptimizer as why:
+            notes.append(f"{why}: optimizer state unknown")
     except UnknownOptimizer as e:
         mem = None
         notes.append(f"{e}: memory not predicted, fits unknown (never pruned)")
@@ -248,7 +260,7 @@ def predict(
         # not in the time model: a number here would be the un-offloaded point's, too fast by an unknown factor
         notes.append("offload: the host-device copies and the host CPU's optimizer step are not in the time model, so "
                      "throughput and days are unknown")  # fmt: skip
-    elif peak:
+    elif peak and not arch.experts:  # a mixture of experts: no time model (said with its memory above)
         intra, inter, overlap = _links(spec, target, device, settings.comm_overlap)
         efficiency, overhead, out["efficiency_source"] = (
             cal.lookup(spec, device) if cal is not None else (settings.efficiency, 0.0, "plan.efficiency")
