@@ -10,7 +10,9 @@ Exit status (``docs/failures.md``):
 - a single point: 0 when it is ``ok``; 1 for any other final status (oom, error, timeout, host_oom, ...);
   2 when it is refused before launch (invalid or unsupported: no directory is made, no rank starts);
 - a grid (``-m``): 0 when every point has a record and the report is written, whatever the points' statuses;
-  non-zero only when the grid itself cannot run (a misspelt value refused by Hydra for the whole grid);
+  2 when the whole grid is refused before launch (an unknown key, with the nearest known ones; a ``model=`` that
+  names no model file, config.json or cached hub id; ``launcher=slurm`` without a cluster or without SLURM here);
+  Hydra's 1 for a misspelt value it refuses for the whole grid;
 - 3, a grid or a single point, when the sweep is incomplete: a point could not be recorded or the report could not
   be written (a full disk: the point's line says ``not recorded: no space left on device in <dir>``, the grid goes
   on); free space, then resume with ``hydra.sweep.dir=<sweep dir>``.
