@@ -19,14 +19,16 @@ READERS = {
 
 
 @pytest.mark.parametrize("prog", sorted(READERS))
-@pytest.mark.parametrize("case", ["missing", "no-points"])
+@pytest.mark.parametrize("case", ["missing", "no-points", "a-file"])
 def test_a_folder_that_is_not_a_sweep_is_refused_alike(prog, case, tmp_path, capsys):
-    folder = tmp_path / "nowhere" if case == "missing" else tmp_path
+    folder = {"missing": tmp_path / "nowhere", "no-points": tmp_path, "a-file": tmp_path / "report.md"}[case]
+    if case == "a-file":
+        folder.write_text("# not a sweep\n")
     assert READERS[prog]([str(folder)]) == 2
     err = capsys.readouterr().err.strip()
-    why = (
-        f"sweep directory {folder} does not exist"
-        if case == "missing"
-        else f"{folder} has no points/ folder; is it a sweep directory?"
-    )
+    why = {
+        "missing": f"sweep directory {folder} does not exist",
+        "no-points": f"{folder} has no points/ folder; is it a sweep directory?",
+        "a-file": f"{folder} is a file, not a sweep directory",  # it was "does not exist"
+    }[case]
     assert err == f"{prog}: error: {why}"

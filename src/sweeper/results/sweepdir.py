@@ -219,6 +219,8 @@ class SweepDir:
     def not_a_sweep(self) -> str | None:
         """Why this folder cannot be read as a sweep, in one clause every CLI that reads one prints after its name
         (``python -m sweeper.report``, ``.status``, ``.wandb_report``, ``.tracking``), or None when it can."""
+        if self.path.exists() and not self.path.is_dir():
+            return f"{self.path} is a file, not a sweep directory"
         if not self.path.is_dir():
             return f"sweep directory {self.path} does not exist"
         if not self.is_sweep():
