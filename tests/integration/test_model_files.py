@@ -112,3 +112,9 @@ def test_a_tiny_mixture_of_experts_sweeps_on_cpu_with_every_point_ok_and_its_sta
             assert r.metrics.get(key) == r.predicted.get(key), (r.spec["fsdp"], r.spec["zero"], key)
         assert r.metrics["param_bytes_per_rank"] > 0 and "mixture of experts" in r.predicted["note"]
         assert r.predicted.get("peak_bytes") is None
+    # the measured MFU counts the FLOPs a token does (top-k experts and the router), as the planner does: counting
+    # every expert's matmuls would overstate it
+    from sweeper.capacity.arch import Arch
+
+    arch = Arch.from_config("mixtral", {k: v for k, v in moe.items() if k != "model_type"})
+    assert records[0].metrics["flops_per_token"] == arch.flops_per_token(records[0].spec["seq_len"])

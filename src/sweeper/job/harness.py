@@ -114,7 +114,8 @@ def model_flops_inputs(model: Any) -> dict[str, int]:
     """The numbers :func:`sweeper.results.mfu.flops_per_token` needs, read off an unwrapped HF model.
 
     ``non_embedding_params`` = unique parameters minus the input token embedding; with tied embeddings the
-    output projection still does its matmul, so it is added back.
+    output projection still does its matmul, so it is added back; a mixture of experts counts only the
+    ``num_experts_per_tok`` experts a token uses (the FLOPs it does).
     """
     cfg = model.config
     total = sum(p.numel() for p in model.parameters())
@@ -125,9 +126,17 @@ def model_flops_inputs(model: Any) -> dict[str, int]:
     heads = getattr(cfg, "num_attention_heads", None) or cfg.n_head
     hidden = getattr(cfg, "hidden_size", None) or cfg.n_embd
     head_dim = getattr(cfg, "head_dim", None) or hidden // heads
+    non_embedding = total - emb.numel() + (emb.numel() if tied else 0)
+    # a mixture of experts computes with num_experts_per_tok of its experts per token: the idle experts' parameters
+    # are not in 6N (as sweeper.capacity.arch.Arch.active_params; otherwise MFU counted every expert's matmuls)
+    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+    top_k = getattr(cfg, "num_experts_per_tok", None)
+    if experts and top_k:
+        expert_params = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+        non_embedding -= expert_params * (int(experts) - int(top_k)) // int(experts)
     return {
         "param_count": total,
-        "non_embedding_params": total - emb.numel() + (emb.numel() if tied else 0),
+        "non_embedding_params": non_embedding,
         "num_layers": int(layers),
         "num_heads": int(heads),
         "head_dim": int(head_dim),
