@@ -62,3 +62,13 @@ def test_a_made_model_file_is_reused_and_the_search_path_merged_with_the_users(c
     assert out[:2] == ["-m", "model=tiny,mine"]
     assert out[2] == f"hydra.searchpath=[file:///x,file://{model_files.models_dir()}]"
     assert resolve_model_arguments([f"model={folder}"])[-1] == f"hydra.searchpath=[file://{model_files.models_dir()}]"
+
+
+def test_a_config_string_is_never_an_omegaconf_interpolation():
+    from omegaconf import OmegaConf
+
+    from sweeper.config.model_files import _literal
+
+    text = json.dumps(_literal({"note": "${oc.env:HOME}", "n": [1, "${x}"]}))
+    node = OmegaConf.create(f"config: {text}")
+    assert OmegaConf.to_container(node, resolve=True)["config"] == {"note": "${oc.env:HOME}", "n": [1, "${x}"]}

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from sweeper.paths import cache_dir, conf_dir
 
@@ -107,7 +108,8 @@ def model_file(config_json: Path, name: str) -> Path:
         f"name: {json.dumps(name)}",
         f"model_type: {json.dumps(answer['model_type'])}",
         f"decoder_layer: {json.dumps(answer['decoder_layer'])}",
-        f"config: {json.dumps(answer['config'], sort_keys=True)}",  # JSON is YAML
+        # JSON is YAML; a string holding "${" is the user's text, never an OmegaConf interpolation (escaped)
+        f"config: {json.dumps(_literal(answer['config']), sort_keys=True)}",
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out.parent)
@@ -115,6 +117,18 @@ def model_file(config_json: Path, name: str) -> Path:
         f.write("\n".join(lines) + "\n")
     os.replace(tmp, out)
     return out
+
+
+def _literal(value: Any) -> Any:
+    """``value`` (a config's JSON data) with every ``${`` of its strings escaped (``\\${``), so OmegaConf reads them as
+    the text they are, not as interpolations or resolver calls (``${oc.env:...}`` in a user's config.json)."""
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return value
 
 
 def resolve_model_arguments(argv: list[str]) -> list[str]:
