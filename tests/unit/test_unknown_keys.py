@@ -82,6 +82,8 @@ def test_a_group_of_the_users_own_config_folder_is_known(tmp_path):
     (tmp_path / "experiment").mkdir()
     refuse_unknown_keys([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=big"], "python -m sweeper")
     refuse_unknown_keys(["--config-dir", str(tmp_path), "+experiment=big"], "python -m sweeper")
+    quoted = f"hydra.searchpath=['file:///elsewhere','file://{tmp_path}']"  # Hydra's grammar: quoted entries
+    refuse_unknown_keys([quoted, "+experiment=big"], "python -m sweeper")
 
 
 def test_the_tree_is_the_schema_hydra_validates_against(tree):

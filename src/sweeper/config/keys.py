@@ -59,11 +59,16 @@ def search_dirs(argv: Iterable[str]) -> list[Path]:
         elif arg.startswith("--config-dir="):
             dirs.append(Path(arg.split("=", 1)[1]))
         elif arg.lstrip("+").startswith("hydra.searchpath="):
-            value = arg.split("=", 1)[1].strip("[]")
-            for entry in value.split(","):
-                entry = entry.strip().strip("'\"")
-                if entry.startswith("file://"):
-                    dirs.append(Path(entry[len("file://") :]))
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            try:  # Hydra's grammar reads the list (quotes, escapes), as Hydra itself will
+                (override,) = OverridesParser.create().parse_overrides([arg])
+                value = override.value()
+            except Exception:  # noqa: BLE001 - Hydra says what is wrong with it, in its words
+                continue
+            for entry in value if isinstance(value, list) else [value]:
+                if str(entry).startswith("file://"):
+                    dirs.append(Path(str(entry)[len("file://") :]))
     return dirs
 
 
