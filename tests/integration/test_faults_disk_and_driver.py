@@ -213,15 +213,18 @@ def test_full_disk_mid_sweep_is_reported_per_point_and_a_resume_finishes_the_gri
 
 
 def _sweep_processes(sweep_dir: Path) -> list[str]:
-    """The live processes (other than this one) whose command line names the sweep directory: the driver, torchrun
-    and the ranks (``python -m sweeper.job.harness <sweep_dir>/points/<id>``)."""
+    """The live processes (other than this one) of the sweep: those whose command line names the sweep directory
+    (the driver, torchrun and fresh ranks, ``python -m sweeper.job.harness <sweep_dir>/points/<id>``) and those
+    working in the driver's folder, the sweep directory's parent (the pre-flight worker, and the launch processes
+    and ranks it forks, whose command line is the worker's)."""
     import psutil
 
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+    for proc in psutil.process_iter(["pid", "cmdline", "status", "cwd"]):
         try:
             cmdline = " ".join(proc.info["cmdline"] or [])
-            if proc.pid != os.getpid() and str(sweep_dir) in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            mine = str(sweep_dir) in cmdline or proc.info["cwd"] == str(sweep_dir.parent)
+            if proc.pid != os.getpid() and mine and proc.info["status"] != psutil.STATUS_ZOMBIE:
                 found.append(f"{proc.pid}: {cmdline[:160]}")
         except psutil.Error:
             continue
@@ -232,7 +235,7 @@ def test_driver_killed_three_times_at_random_moments_then_resumed_records_every_
     sweep_dir = tmp_path / "sweep"
     args = ["seed=0,1,2"]  # 2 ranks per point (the default): orphaned ranks are really tested
     rng = random.Random(20261130)
-    delays = [rng.randrange(20, 251) / 10 for _ in range(3)]  # seeded: 2-25 s, to 0.1 s
+    delays = [rng.randrange(20, 91) / 10 for _ in range(3)]  # seeded: 2-9 s, to 0.1 s (the 3 points: ~12 s)
     print(f"kill delays (s): {delays}")
     recorded: dict[str, tuple[str, int]] = {}
     for i, delay in enumerate(delays):
@@ -253,6 +256,7 @@ def test_driver_killed_three_times_at_random_moments_then_resumed_records_every_
                 os.kill(driver.pid, signal.SIGKILL)  # the driver alone, not its process group
                 driver.wait()
                 ranks = sum("sweeper.job.harness" in p and "torch.distributed.run" not in p for p in alive)
+                ranks += max(0, sum("sweeper.job.preflight" in p for p in alive) - 2)  # forked: worker, launch
                 print(
                     f"run {i}: SIGKILL after {delay} s with {ranks} rank(s) running, {len(_results(sweep_dir))} recorded"
                 )

@@ -29,8 +29,9 @@ the entry whose removal makes the library accept the point is named.
 
 Protocol: one JSON request per stdin line, ``{"points": [{"spec": {...}, "device": "cpu"|"cuda"}, ...]}``; one JSON
 line per request on stdout, ``{"format": 1, "results": [{"refusal": null | {"keys": [...], "message": "...",
-"check": "..."}, "notes": [...], "restating": ["training_args.…", ...]}, ...]}``. Everything the libraries print
-goes to stderr.
+"check": "..."}, "notes": [...], "restating": ["training_args.…", ...]}, ...]}``. A launch request,
+``{"launch": {...}}``, forks a point's ranks (:mod:`sweeper.job.forked_launch`) and is answered ``{"format": 1,
+"pid": <launch process>}`` (or ``"error"``). Everything the libraries print goes to stderr.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import os
 import sys
 from typing import Any
 
+from sweeper.job import forked_launch
 from sweeper.job.preflight_checks import (
     Refused,
     check_callbacks,
@@ -131,6 +133,15 @@ def main() -> None:
         if not line.strip():
             continue
         request = json.loads(line)
+        forked_launch.reap()
+        if "launch" in request:  # fork a point's ranks (sweeper.job.forked_launch): answer its pid
+            try:
+                answer: dict[str, Any] = {"pid": forked_launch.start(request["launch"], (0, out.fileno()))}
+            except Exception as e:  # noqa: BLE001 - the driver starts the ranks itself then
+                answer = {"error": error_text(e)}
+            out.write(json.dumps({"format": FORMAT, **answer}) + "\n")
+            out.flush()
+            continue
         results = []
         for point in request.get("points", []):
             try:
@@ -139,6 +150,7 @@ def main() -> None:
                 results.append({"refusal": None, "notes": [f"pre-flight failed on this point: {error_text(e)}"]})
         out.write(json.dumps({"format": FORMAT, "results": results}, default=str) + "\n")
         out.flush()
+    forked_launch.stop_all()  # the driver is gone (stdin closed): no launch of its outlives it
 
 
 if __name__ == "__main__":

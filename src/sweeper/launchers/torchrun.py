@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sweeper.config.spec import PointSpec
 from sweeper.launchers import progress
@@ -31,6 +33,7 @@ from sweeper.launchers.host_memory import (
     resolve_limit,
 )
 from sweeper.launchers.prefetch import prefetch_imports
+from sweeper.point.hardware import local_device_type
 from sweeper.point.lifecycle import Prepared, finish
 from sweeper.results.rankfile import RankFile, read_rank_files
 from sweeper.results.record import Record
@@ -161,15 +164,18 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, t
     cgroup = CgroupMemoryLimit.create(limit.bytes)
     try:
         with open(pdir / LOG_FILE, "ab") as log:
-            argv = cgroup.wrap(cmd) if cgroup else cmd
-            proc = subprocess.Popen(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent_fn(),
-            )
+            proc: Ranks | None = None
+            if forks(spec):
+                proc = ForkedLaunch.start(cmd[3:], env, pdir / LOG_FILE, cgroup)
+            if proc is None:
+                proc = subprocess.Popen(
+                    cgroup.wrap(cmd) if cgroup else cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent_fn(),
+                )
             with RssWatch(proc.pid, limit.bytes) as watch:
                 try:
                     wait_s = spec.timeout_s if timeout_s is None else timeout_s
@@ -188,6 +194,115 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, t
     finally:
         if cgroup is not None:
             cgroup.close()
+
+
+#: ``SWEEPER_RANK_START=exec`` starts every point's ranks as fresh processes (torchrun), as before forked launches;
+#: unset or ``fork``: CPU points are forked from the pre-flight worker (:mod:`sweeper.job.forked_launch`).
+RANK_START_ENV = "SWEEPER_RANK_START"
+FORK, EXEC = "fork", "exec"
+
+
+def rank_start(spec: PointSpec) -> str:
+    """How ``spec``'s ranks start on this machine: :data:`FORK` (forked from the pre-flight worker, which has torch
+    and transformers imported: no import in the ranks) for a CPU point, unless ``SWEEPER_RANK_START=exec``;
+    :data:`EXEC` (fresh processes under torchrun) for a CUDA point (CUDA cannot be used in a process forked from one
+    that initialised it) or when asked.
+
+    Raises:
+        ValueError: ``SWEEPER_RANK_START`` is neither ``fork`` nor ``exec``.
+    """
+    asked = os.environ.get(RANK_START_ENV, FORK) or FORK
+    if asked not in (FORK, EXEC):
+        raise ValueError(f"{RANK_START_ENV}={asked!r}: expected {FORK} or {EXEC}")
+    return FORK if asked == FORK and local_device_type(spec.device) == "cpu" else EXEC
+
+
+def forks(spec: PointSpec) -> bool:
+    """:func:`rank_start` is :data:`FORK` (a worker that cannot fork still falls back to :data:`EXEC`)."""
+    return rank_start(spec) == FORK
+
+
+class Ranks(Protocol):
+    """What the launcher needs of a started launch: a ``subprocess.Popen`` of torchrun, or a :class:`ForkedLaunch`."""
+
+    pid: int
+    args: Any
+    returncode: int | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+
+class ForkedLaunch:
+    """A launch process forked by the pre-flight worker (:func:`sweeper.point.preflight.fork_launch`), with the part
+    of ``subprocess.Popen`` the launcher uses: ``pid`` (its session's process group), ``args``, ``wait(timeout)``,
+    ``poll()``, ``returncode``. It is the worker's child, not the driver's: its end is seen through a pidfd and its
+    exit code read from the status file it writes (none: ended by a signal, reported as -SIGKILL)."""
+
+    def __init__(self, pid: int, pidfd: int, argv: list[str], status_file: Path) -> None:
+        self.pid, self.args = pid, argv
+        self.returncode: int | None = None
+        self._pidfd, self._status_file = pidfd, status_file
+
+    @classmethod
+    def start(
+        cls, argv: list[str], env: dict[str, str], log: Path, cgroup: CgroupMemoryLimit | None
+    ) -> ForkedLaunch | None:
+        """Fork ``torchrun <argv>`` (torchrun's own arguments) from the worker, its output appended to ``log``, in
+        ``cgroup`` when given; None when the worker cannot (the caller starts torchrun itself)."""
+        from sweeper.point.preflight import fork_launch, worker_pid
+
+        parent = worker_pid()
+        if parent is None:
+            return None
+        status = Path(tempfile.mkdtemp(prefix="sweeper-launch-")) / "exit_code"
+        request = {
+            "argv": argv,
+            "env": {**env, DRIVER_PID_ENV: str(parent)},  # the ranks' orphan check: their launcher's parent
+            "cwd": os.getcwd(),
+            "log": str(log),
+            "status_file": str(status),
+            "cgroup_procs": str(cgroup.path / "cgroup.procs") if cgroup else None,
+        }
+        started = fork_launch(request)
+        if started is None:
+            status.parent.rmdir()
+            return None
+        return cls(*started, argv, status)
+
+    def poll(self) -> int | None:
+        """The exit code once the launch process has ended, else None."""
+        if self.returncode is not None or not self._ended(0):
+            return self.returncode
+        return self._finish()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the launch process to end; its exit code.
+
+        Raises:
+            subprocess.TimeoutExpired: still running after ``timeout`` seconds.
+        """
+        if self.returncode is not None:
+            return self.returncode
+        if not self._ended(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self._finish()
+
+    def _ended(self, timeout: float | None) -> bool:
+        return bool(select.select([self._pidfd], [], [], timeout)[0])
+
+    def _finish(self) -> int:
+        try:
+            self.returncode = int(self._status_file.read_text())
+        except (OSError, ValueError):
+            self.returncode = -signal.SIGKILL  # ended by a signal: the driver's kill, or the kernel's OOM killer
+        for done in (lambda: os.close(self._pidfd), self._status_file.unlink, self._status_file.parent.rmdir):
+            try:
+                done()
+            except OSError:
+                pass
+        return self.returncode
 
 
 def _die_with_parent_fn() -> Callable[[], None] | None:
@@ -217,7 +332,7 @@ def _die_with_parent_fn() -> Callable[[], None] | None:
     return die_with_parent
 
 
-def _wait(proc: subprocess.Popen, wait_s: float | None, spec: PointSpec, pdir: Path, search: bool) -> int:
+def _wait(proc: Ranks, wait_s: float | None, spec: PointSpec, pdir: Path, search: bool) -> int:
     """Wait for torchrun to exit, at most ``wait_s`` seconds (None: no limit), telling
     :mod:`sweeper.launchers.progress` where the ranks are every :data:`~sweeper.launchers.progress.POLL_S` s (the
     driver reads the step files; the ranks do nothing for it) and once when they exit. ``search``: a batch-search
@@ -260,7 +375,7 @@ def _rank_files_written(pdir: Path, world_size: int) -> bool:
     return sum(1 for _ in pdir.glob("rank*.json")) >= world_size
 
 
-def _kill_leftovers(proc: subprocess.Popen) -> None:
+def _kill_leftovers(proc: Ranks) -> None:
     """SIGKILL whatever is left of the ranks' process group after torchrun exited (a rank torchrun did not reap
     must not outlive its point)."""
     try:
@@ -269,7 +384,7 @@ def _kill_leftovers(proc: subprocess.Popen) -> None:
         pass
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: Ranks) -> None:
     for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)

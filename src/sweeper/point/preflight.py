@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import select
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import IO, Any
@@ -59,6 +61,7 @@ class _Worker:
             text=True,
             bufsize=1,
         )
+        self.lock = threading.Lock()  # one message at a time: the pre-flight's thread and the launcher share it
 
     def ask(self, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The worker's answers for ``points``, in order.
@@ -66,9 +69,31 @@ class _Worker:
         Raises:
             RuntimeError: the worker died, timed out or answered in another shape (its last stderr line said).
         """
+        with self.lock:
+            answer = self._request({"points": points})
+        results = answer.get("results")
+        if not isinstance(results, list) or len(results) != len(points):
+            raise RuntimeError("the worker answered in another shape")
+        return results
+
+    def launch(self, request: dict[str, Any]) -> tuple[int, int]:
+        """Have the worker fork a launch process for ``request`` (:mod:`sweeper.job.forked_launch`); returns its pid
+        and a pidfd of it (opened before the worker can reap it: the pid cannot have been reused).
+
+        Raises:
+            RuntimeError: the worker could not fork it, died, timed out or answered in another shape.
+        """
+        with self.lock:
+            answer = self._request({"launch": request})
+            pid = answer.get("pid")
+            if not isinstance(pid, int):
+                raise RuntimeError(str(answer.get("error") or "the worker answered in another shape"))
+            return pid, os.pidfd_open(pid)
+
+    def _request(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            self.proc.stdin.write(json.dumps({"points": points}, default=str) + "\n")
+            self.proc.stdin.write(json.dumps(request, default=str) + "\n")
             self.proc.stdin.flush()
             ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)
             line = self.proc.stdout.readline() if ready else ""
@@ -80,10 +105,9 @@ class _Worker:
         if not line:
             raise RuntimeError(f"the worker exited ({self.proc.poll()}){self._last_words()}")
         answer = json.loads(line)
-        results = answer.get("results") if isinstance(answer, dict) else None
-        if answer.get("format") != FORMAT or not isinstance(results, list) or len(results) != len(points):
+        if not isinstance(answer, dict) or answer.get("format") != FORMAT:
             raise RuntimeError("the worker answered in another shape")
-        return results
+        return answer
 
     def _last_words(self) -> str:
         self.log.seek(0)
@@ -210,6 +234,26 @@ def restating(spec: PointSpec, target: Target | None = None) -> frozenset[str]:
     if target is not None:
         refusals([(spec, target)])
     return _restated.get(_spec_key(spec), frozenset())
+
+
+def worker_pid() -> int | None:
+    """The running worker's pid (the parent of the launch processes it forks); None when there is none."""
+    if _worker is None or _broken or _worker.proc.poll() is not None:
+        return None
+    return _worker.proc.pid
+
+
+def fork_launch(request: dict[str, Any]) -> tuple[int, int] | None:
+    """Ask the worker to fork a point's launch process (``request``: :data:`sweeper.job.forked_launch.REQUEST_KEYS`);
+    its pid and a pidfd, or None when there is no working worker (never started here, broken, or it could not fork:
+    the caller starts the ranks itself). Never starts a worker: one that is not running has not imported the
+    libraries either, so forking from it saves nothing."""
+    if worker_pid() is None:
+        return None
+    try:
+        return _worker.launch(request)  # type: ignore[union-attr]
+    except (RuntimeError, ValueError, OSError):
+        return None
 
 
 def reset() -> None:

@@ -1,0 +1,203 @@
+"""A point's ranks forked from the pre-flight worker, which has torch and transformers imported already.
+
+A fresh rank spends most of a lone point's start-up importing torch, transformers and accelerate (about 3 s of a
+10 s point on 2 cores, ``benchmarks/harness_overhead.py``), after the driver's pre-flight worker has just paid
+the same imports to check the point. Here the worker pays them once for the whole sweep: on the driver's request
+(:func:`sweeper.point.preflight.fork_launch`) it forks a *launch process* that plays torchrun's part in-process
+(torch's own elastic agent, ``torch.distributed.run``'s arguments and standalone c10d rendezvous, with
+``start_method=fork``), and the agent forks the ranks, which run the same entry point as a fresh rank
+(:func:`rank_entry`: ``sweeper.job.harness.main``). Each point still gets processes of its own: a rank's crash,
+OOM or hang ends only its own launch process tree, and the driver bounds, watches and kills that tree exactly as it
+does torchrun's (:mod:`sweeper.launchers.torchrun`).
+
+What the launch process does before the agent starts, so that a forked rank meets what a fresh one meets:
+
+* its own session (the driver kills the process group), ``PR_SET_PDEATHSIG=SIGKILL`` (it dies with the worker;
+  the ranks arm the same against it, :mod:`sweeper.job.orphan`; a worker whose driver is gone, its stdin closed,
+  kills the launches it forked, :func:`stop_all`, and exits), and the child cgroup
+  the driver made for the point's host-memory limit, joined before any rank exists;
+* stdin from ``/dev/null``, stdout and stderr to the point's ``ranks.log``; the worker's pipes closed;
+* the working directory and the *whole* environment the driver gives (the worker's own, and whatever the libraries
+  exported in it while checking points, is dropped);
+* library state the pre-flight's checks leave in the worker reset: accelerate's ``PartialState`` /
+  ``AcceleratorState`` / ``GradientState`` singletons (built by ``TrainingArguments`` in a single, non-distributed
+  process), transformers' global DeepSpeed config, torch's default dtype.
+
+In each rank, :func:`rank_entry` sets torch's intra-op threads from ``OMP_NUM_THREADS`` as the agent exported it
+(torchrun's default of 1 per rank: OpenMP read the variable when the worker loaded it, so a forked rank must be
+told), then runs the harness. Only CPU points are forked: CUDA cannot be used in a process forked from one that
+initialised it, so a point on CUDA keeps fresh ranks (the driver decides, :mod:`sweeper.launchers.torchrun`).
+
+Exit status: the launch process writes its exit code (torchrun's: 0, or 1 when a rank failed) to the status file
+the driver names, then ends with ``os._exit``; killed by a signal, it writes nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import signal
+import sys
+import traceback
+import uuid
+from typing import Any, NoReturn
+
+#: Keys of a launch request (from :func:`sweeper.point.preflight.fork_launch`).
+REQUEST_KEYS = ("argv", "env", "cwd", "log", "status_file", "cgroup_procs")
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def start(request: dict[str, Any], worker_pipes: tuple[int, ...]) -> int:
+    """In the worker: fork the launch process of ``request`` and return its pid at once (the worker goes on
+    serving; it reaps the process later, :func:`reap`). ``worker_pipes``: the worker's own request/answer file
+    descriptors, closed in the child.
+
+    Raises:
+        KeyError: a request without one of :data:`REQUEST_KEYS`.
+        OSError: the fork failed.
+    """
+    missing = [k for k in REQUEST_KEYS if k not in request]
+    if missing:
+        raise KeyError(f"launch request without {missing}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        _launch_process(request, parent, worker_pipes)
+    _children.add(pid)
+    return pid
+
+
+_children: set[int] = set()
+
+
+def reap() -> None:
+    """Collect the exit status of every launch process that has ended (no zombie outlives the next request)."""
+    for pid in list(_children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _children.discard(pid)
+
+
+def stop_all() -> None:
+    """SIGKILL the process group of every launch process still running (the worker's driver is gone)."""
+    for pid in _children:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _launch_process(request: dict[str, Any], worker: int, worker_pipes: tuple[int, ...]) -> NoReturn:
+    code = 1
+    try:
+        os.setsid()
+        if sys.platform.startswith("linux"):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != worker:  # the worker died between the fork and the prctl
+                os._exit(1)
+        if request["cgroup_procs"]:
+            with open(request["cgroup_procs"], "w") as f:
+                f.write(str(os.getpid()))
+        for fd in worker_pipes:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["log"], os.O_WRONLY | os.O_APPEND)):
+            opened = os.open(path, flags | os.O_CREAT, 0o644) if fd else os.open(path, flags)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+        os.dup2(1, 2)
+        sys.stdout = sys.stderr  # the worker's stderr object: fd 2, the log now
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        reset_library_state()
+        code = _agent(list(request["argv"]))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - said in the log, the exit code says it failed
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stderr.flush()
+        tmp = f"{request['status_file']}.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(code))
+        os.replace(tmp, request["status_file"])
+    finally:
+        os._exit(code)
+
+
+def reset_library_state() -> None:
+    """Put back what the pre-flight's checks leave behind in the worker's libraries (see the module doc)."""
+    import torch
+
+    torch.set_default_dtype(torch.float32)
+    try:
+        from accelerate.state import AcceleratorState, GradientState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+    except ImportError:
+        pass
+    try:
+        from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+        unset_hf_deepspeed_config()
+    except ImportError:
+        pass
+
+
+def _agent(argv: list[str]) -> int:
+    """torchrun in this process: ``argv`` is torchrun's (``--standalone --nproc-per-node=N --max-restarts=0 -m
+    <module> <args>``), parsed by ``torch.distributed.run`` itself, run by its elastic agent with ranks forked
+    (:func:`rank_entry`). Returns 0, or 1 when the agent raised (``ChildFailedError``: its failure summary is
+    printed as torchrun prints it)."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+    from torch.distributed.launcher.api import elastic_launch
+    from torch.distributed.run import config_from_args, parse_args
+
+    args = parse_args(argv)
+    if not args.module:
+        raise ValueError("a forked launch runs a module (-m)")
+    args.start_method = "fork"
+    if args.standalone:  # as torch.distributed.run.run: c10d rendezvous on a free local port
+        args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
+    if args.master_port is None:
+        args.master_port = 29500
+    config, _, _ = config_from_args(args)
+
+    @record
+    def launch() -> None:
+        elastic_launch(config=config, entrypoint=rank_entry)(args.training_script, *args.training_script_args)
+
+    try:
+        launch()
+    except ChildFailedError:
+        return 1
+    return 0
+
+
+def rank_entry(module: str, *argv: str) -> None:
+    """One forked rank: torch's intra-op threads from ``OMP_NUM_THREADS``, then ``<module>.main(argv)`` (the
+    harness). A non-zero exit code ends the process with it at once (the agent sees a failed rank, as from a fresh
+    one); 0 returns to the agent, which then ends the process without interpreter teardown."""
+    import torch
+
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    sys.argv = [module, *argv]
+    code = importlib.import_module(module).main(list(argv))
+    if code:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
