@@ -48,6 +48,10 @@ HARNESS = "sweeper.job.harness"
 #: The ranks' modes: a measured point, or the trials of a batch search (which write no step files).
 MEASURE, SEARCH = "measure", "search"
 KILL_GRACE_S = 10.0
+#: ``SWEEPER_RANK_START=exec`` starts every point's ranks as fresh processes (torchrun), as before forked launches;
+#: unset or ``fork``: CPU points are forked from the pre-flight worker (:mod:`sweeper.job.forked_launch`).
+RANK_START_ENV = "SWEEPER_RANK_START"
+FORK, EXEC = "fork", "exec"
 
 
 @dataclass
@@ -60,6 +64,8 @@ class Launch:
         limit: the host-memory limit enforced. watch: what the RSS watch saw (the largest sum of the ranks' RSS).
         host_oom: stopped at the host-memory limit (a timeout that came first stays a timeout).
         cgroup_peak_bytes: ``memory.peak`` of the ranks' cgroup when the kernel enforced the limit, else None.
+        rank_start: :data:`FORK` (forked from the pre-flight worker) or :data:`EXEC` (fresh, under torchrun);
+            the record's ``ran.rank_start``.
     """
 
     returncode: int
@@ -71,6 +77,7 @@ class Launch:
     watch: WatchResult
     host_oom: bool = False
     cgroup_peak_bytes: int | None = None
+    rank_start: str = "exec"
 
 
 def launch_ranks(spec: PointSpec, pdir: Path, mode: str = MEASURE, timeout_s: float | None = None) -> Launch:
@@ -85,7 +92,16 @@ def launch_ranks(spec: PointSpec, pdir: Path, mode: str = MEASURE, timeout_s: fl
     ranks = read_rank_files(pdir)
     log_tail = _tail(pdir / LOG_FILE)
     return Launch(
-        run.returncode, run.timed_out, ranks, log_tail, wall, limit, run.watch, run.host_oom, run.cgroup_peak_bytes
+        run.returncode,
+        run.timed_out,
+        ranks,
+        log_tail,
+        wall,
+        limit,
+        run.watch,
+        run.host_oom,
+        run.cgroup_peak_bytes,
+        run.rank_start,
     )
 
 
@@ -101,8 +117,7 @@ def record_launch(prepared: Prepared, launch: Launch, setup: dict[str, Any] | No
         outcome["metrics"].update(host_mem_limit_bytes=launch.limit.bytes, host_rss_peak_bytes=launch.watch.peak_bytes)
         if launch.host_oom:
             outcome = host_oom_outcome(outcome, launch.limit, launch.watch, steps, launch.cgroup_peak_bytes)
-        if setup:
-            outcome["ran"] = {**(outcome.get("ran") or {}), **setup}
+        outcome["ran"] = {**(outcome.get("ran") or {}), **(setup or {}), "rank_start": launch.rank_start}
         return outcome
 
     return finish(
@@ -124,6 +139,7 @@ class _Run:
     watch: WatchResult
     cgroup_oom: bool = False
     cgroup_peak_bytes: int | None = None
+    rank_start: str = EXEC
 
     @property
     def host_oom(self) -> bool:
@@ -190,16 +206,11 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, t
                     raise
         cgroup_oom = cgroup is not None and cgroup.oom_killed()
         peak = cgroup.peak_bytes() if cgroup is not None and cgroup_oom else None
-        return _Run(returncode, timed_out, watch.result, cgroup_oom, peak)
+        started = FORK if isinstance(proc, ForkedLaunch) else EXEC
+        return _Run(returncode, timed_out, watch.result, cgroup_oom, peak, started)
     finally:
         if cgroup is not None:
             cgroup.close()
-
-
-#: ``SWEEPER_RANK_START=exec`` starts every point's ranks as fresh processes (torchrun), as before forked launches;
-#: unset or ``fork``: CPU points are forked from the pre-flight worker (:mod:`sweeper.job.forked_launch`).
-RANK_START_ENV = "SWEEPER_RANK_START"
-FORK, EXEC = "fork", "exec"
 
 
 def rank_start(spec: PointSpec) -> str:

@@ -315,6 +315,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("fsdp_version", INT, "", "FSDP 1 or 2", "ran.fsdp_version"),
     Column("device_type", STR, "", "cpu or cuda", _first(_part("ran.device_type"), _part("env.device_type"))),
     Column("device_name", STR, "", "device model", _first(_part("ran.device_name"), _part("env.device_name"))),
+    Column("rank_start", STR, "", "how the local launcher started the ranks: fork (from the pre-flight worker, "
+           "libraries imported) or exec (fresh processes under torchrun)", "ran.rank_start"),
     Column("hosts", STR, "", "the host of each rank, in rank order (space-separated)",
            lambda r: " ".join(map(str, (r.env or {}).get("hosts") or [])) or None),
     # ---- SLURM ----
