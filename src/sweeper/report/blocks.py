@@ -53,10 +53,12 @@ class Plot:
         interactive: whether report.html has the interactive plot (:func:`interactive_plot`: at least
             :data:`PLOT_MIN_POINTS` points, one with a result: a single point has nothing to be compared with, and
             building the plotly figure costs it about half a second, ``benchmarks/harness_overhead.py``).
+        note: the Markdown sentence naming the plot files, when not the single-sweep report's (the comparison page).
     """
 
     png: bool = True
     interactive: bool = True
+    note: str | None = None
 
 
 #: The fewest ok points for which ``frontier.png`` is drawn.

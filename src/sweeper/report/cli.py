@@ -1,9 +1,10 @@
 """``python -m sweeper.report <sweep_dir>``: rebuild the report of a sweep directory (SLURM jobs that ended
-without a record are recorded first)."""
+without a record are recorded first); ``python -m sweeper.report <sweep_dir> <sweep_dir>...``: compare sweeps."""
 
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cannot be read (the message names the file).
     """
     parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=summary(__doc__))
-    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (the one that holds points/)")
+    parser.add_argument(
+        "sweep_dir",
+        nargs="+",
+        help="the sweep directory (the one that holds points/); several (or a quoted glob): compare them, the "
+        "first as the baseline (docs/compare.md)",
+    )
     parser.add_argument(
         "--device-mem",
         type=device_mem,
@@ -52,8 +58,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="write/update the W&B runs in this mode (default: the mode the sweep ran with; docs/wandb.md)",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="with several sweeps: the folder of the comparison page (default: ./compare-<sweep ids>)",
+    )
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help=f"with several sweeps: exit {REGRESSION_EXIT} when a like-for-like sweep has a regression "
+        "(slower or more memory beyond the noise, stopped fitting, newly failing)",
+    )
     args = parser.parse_args(argv)
-    sweep_dir: Path = args.sweep_dir
+    dirs = sweep_dirs(args.sweep_dir)
+    if len(dirs) != 1:
+        if args.wandb:
+            parser.error("--wandb writes one sweep's runs: give one sweep directory")
+        return compare_main(dirs, args.out, args.fail_on_regression, args.device_mem)
+    if args.out is not None or args.fail_on_regression:
+        parser.error("--out and --fail-on-regression compare several sweeps: give two or more sweep directories")
+    sweep_dir = dirs[0]
     sweep = SweepDir(sweep_dir)
     why = sweep.not_a_sweep()
     if why:
@@ -74,6 +99,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line)
     print(path)
     return 0
+
+
+#: The exit status of ``--fail-on-regression`` when there is a regression.
+REGRESSION_EXIT = 4
+
+
+def sweep_dirs(args: Sequence[str]) -> list[Path]:
+    """The sweep directories named by ``args``, in order: a path as given, or a glob pattern (``*``, ``?``, ``[``)
+    that names no existing path, expanded and sorted (a pattern that matches nothing stays as given, so that its
+    error names it)."""
+    out: list[Path] = []
+    for a in args:
+        matches = sorted(glob.glob(a)) if glob.has_magic(a) and not Path(a).exists() else []
+        out += [Path(m) for m in matches] or [Path(a)]
+    return out
+
+
+def compare_main(dirs: Sequence[Path], out: Path | None, fail_on_regression: bool,
+                 device_mem: Sequence[tuple[str, float]] = ()) -> int:  # fmt: skip
+    """Compare several sweeps (:mod:`sweeper.report.compare`) and write the page (:mod:`sweeper.report.compare_page`)
+    into ``out`` (default ``./compare-<sweep ids>``); prints the headline, then the page's path last.
+
+    Returns 0; :data:`REGRESSION_EXIT` with ``fail_on_regression`` when a like-for-like sweep has a regression; 2
+    when a directory is not a sweep or one is given twice; 1 when a record on disk cannot be read.
+    """
+    from sweeper.report.compare import Side, compare_all
+    from sweeper.report.compare_page import headline, write_comparison
+
+    if device_mem:
+        print("sweeper.report: note: --device-mem is drawn in single-sweep reports only", file=sys.stderr)
+    sides = []
+    for d in dirs:
+        why = SweepDir(d).not_a_sweep()
+        if why:
+            print(f"sweeper.report: error: {why}", file=sys.stderr)
+            return 2
+        try:
+            sides.append(Side.load(d))
+        except ValueError as e:
+            print(f"sweeper.report: error: {e}", file=sys.stderr)
+            return 1
+    try:
+        comparisons = compare_all(sides)
+    except ValueError as e:
+        print(f"sweeper.report: error: {e}", file=sys.stderr)
+        return 2
+    folder = out or Path(f"compare-{'-'.join(s.sweep_id for s in sides)}")
+    path = write_comparison(sides, comparisons, folder)
+    for line in headline(comparisons, markdown=False):
+        print(line)
+    print(path)
+    regressions = sum(len(c.regressions) for c in comparisons)
+    return REGRESSION_EXIT if fail_on_regression and regressions else 0
 
 
 def _submitted(sweep: SweepDir) -> bool:

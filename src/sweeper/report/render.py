@@ -40,6 +40,8 @@ def block_markdown(block: Block) -> str:
     if isinstance(block, Code):
         return md.fence(block.text, block.info)
     if isinstance(block, Plot):
+        if block.note is not None:
+            return block.note
         if not block.interactive:
             return _PLOT_NOTE_NONE
         return _PLOT_NOTE if block.png else _PLOT_NOTE_NO_PNG

@@ -1,5 +1,6 @@
-"""``python -m sweeper.wandb_report <sweep_dir> [--publish]``: write the W&B comparison report of a sweep as a
-specification (``wandb_report.json``), and with ``--publish`` save it to W&B."""
+"""``python -m sweeper.wandb_report <sweep_dir>... [--publish]``: write the W&B comparison report of a sweep, or of
+several sweeps (one run set each), as a specification (``wandb_report.json``), and with ``--publish`` save it to
+W&B."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sweeper.results.atomic import write_text_atomic
 from sweeper.results.sweepdir import WANDB_REPORT_FILE, SweepDir
 from sweeper.tracking.settings import api_key_available
 from sweeper.units import summary
-from sweeper.wandb_report.spec import ReportPlan, publish_commands
+from sweeper.wandb_report.spec import ReportPlan
 
 PROG = "python -m sweeper.wandb_report"
 INSTALL = "pip install 'sweeper[tracking]'"
@@ -41,18 +42,26 @@ def _write_spec(sweep: SweepDir, doc: dict[str, Any]) -> Path:
     return path
 
 
-def _publish(plan: ReportPlan) -> str:
-    """Save the report to W&B; its URL. The entity is ``plan.entity``, else the logged-in user's default."""
+def _write_comparison_spec(folder: Path, doc: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / WANDB_REPORT_FILE
+    write_text_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def _publish(plans: Sequence[ReportPlan]) -> str:
+    """Save the report (one sweep's, or the comparison of several) to W&B; its URL. The entity is the (first)
+    plan's, else the logged-in user's default."""
     os.environ.setdefault("WANDB_SILENT", "true")  # no "Saved report to" banner: the URL is printed once, by us
     import wandb
 
-    from sweeper.wandb_report.spec import build_report
+    from sweeper.wandb_report.spec import build_comparison, build_report
 
-    entity = plan.entity or wandb.Api().default_entity
+    entity = plans[0].entity or wandb.Api().default_entity
     if not entity:
         raise RuntimeError("the W&B login has no default entity; set sweep.json's wandb.entity")
-    report = build_report(plan, entity=entity).save()
-    return str(report.url)
+    built = build_report(plans[0], entity=entity) if len(plans) == 1 else build_comparison(plans, entity=entity)
+    return str(built.save().url)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,42 +73,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     the directory does not exist, has no ``points/`` folder, or ``wandb-workspaces`` is not installed.
     """
     parser = argparse.ArgumentParser(prog=PROG, description=summary(__doc__))
-    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (the one that holds points/)")
+    parser.add_argument(
+        "sweep_dir",
+        nargs="+",
+        help="the sweep directory (the one that holds points/); several (or a quoted glob): one report comparing "
+        "them, one run set per sweep, the first the baseline",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="with several sweeps: the folder of wandb_report.json (default: ./compare-<sweep ids>, beside the "
+        "offline comparison page of python -m sweeper.report)",
+    )
     parser.add_argument(
         "--publish",
         action="store_true",
         help="also save the report to W&B (needs WANDB_API_KEY or `wandb login`; sync the runs first)",
     )
     args = parser.parse_args(argv)
-    sweep_dir: Path = args.sweep_dir
-    sweep = SweepDir(sweep_dir)
-    why = sweep.not_a_sweep()
-    if why:
-        _error(why)
-        return 2
+    from sweeper.report.cli import sweep_dirs
+
+    dirs = sweep_dirs(args.sweep_dir)
+    if len(dirs) == 1 and args.out is not None:
+        parser.error("--out is for a comparison of several sweeps: give two or more sweep directories")
+    sweeps = [SweepDir(d) for d in dirs]
+    for sweep in sweeps:
+        why = sweep.not_a_sweep()
+        if why:
+            _error(why)
+            return 2
     try:
         import wandb_workspaces.reports.v2  # noqa: F401
     except ImportError as e:
         _error(f"wandb-workspaces is not installed ({e}); install the tracking extra: {INSTALL}")
         return 2
 
-    from sweeper.wandb_report.spec import build_report, plan_report, spec_document
+    from sweeper.wandb_report.spec import (
+        build_comparison,
+        build_report,
+        comparison_document,
+        plan_report,
+        spec_document,
+    )
 
     try:
-        plan = plan_report(sweep)
+        plans = [plan_report(s) for s in sweeps]
+        if len({p.sweep_id for p in plans}) != len(plans):
+            raise ValueError("a sweep is given twice")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            doc = spec_document(plan, build_report(plan), sweep)
-        path = _write_spec(sweep, doc)
+            if len(plans) == 1:
+                doc = spec_document(plans[0], build_report(plans[0]), sweeps[0])
+            else:
+                doc = comparison_document(plans, build_comparison(plans), dirs)
+        folder = args.out or Path(f"compare-{'-'.join(p.sweep_id for p in plans)}")
+        path = _write_spec(sweeps[0], doc) if len(plans) == 1 else _write_comparison_spec(folder, doc)
     except (ValueError, OSError) as e:
         _error(str(e))
         return 1
     print(f"W&B report specification: {path}")
     if not args.publish:
-        runs, report = publish_commands(sweep)
         print("Not published (offline). Once online and logged in to W&B (WANDB_API_KEY or `wandb login`), run:")
-        print(f"  {runs}")
-        print(f"  {report}")
+        for command in doc["publish"]["commands"]:
+            print(f"  {command}")
         return 0
     if not api_key_available():
         _error("not logged in to W&B: set WANDB_API_KEY or run `wandb login`, then run this again with --publish")
@@ -107,13 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            url = _publish(plan)
+            url = _publish(plans)
     except Exception as e:  # noqa: BLE001 -- network, auth and API errors of wandb: one line, never a traceback
         _error(f"publishing the report failed: {type(e).__name__}: {e}")
         return 1
     doc["publish"] |= {"status": "published", "url": url}
     try:
-        _write_spec(sweep, doc)
+        _write_spec(sweeps[0], doc) if len(plans) == 1 else _write_comparison_spec(path.parent, doc)
     except OSError as e:
         _error(f"the report is published ({url}) but {WANDB_REPORT_FILE} could not be updated: {e}")
         return 1

@@ -17,6 +17,7 @@ Units: throughput in tokens/s per device (``tokens_per_s_per_device``); peak mem
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import shlex
 from collections.abc import Mapping, Sequence
@@ -305,10 +306,89 @@ def build_report(plan: ReportPlan, entity: str | None = None) -> wr.Report:
     )
 
 
-def check_offline(report: wr.Report, sweep_id: str) -> list[dict[str, Any]]:
+def build_comparison(plans: Sequence[ReportPlan], entity: str | None = None) -> wr.Report:
+    """The W&B report comparing several sweeps (the first the baseline), the same panels as the offline comparison
+    page (:mod:`sweeper.report.compare_page`): one panel grid with **one run set per sweep** (group = its sweep id;
+    W&B colours each run set apart) and the panels of :func:`build_report` (peak memory vs tokens/s per device, the
+    grid axes of every sweep in parallel coordinates, a run comparer).
+
+    Args:
+        plans: :func:`plan_report` of each sweep, baseline first.
+        entity: as for :func:`build_report` (default: the baseline's entity).
+    """
+    import wandb_workspaces.reports.v2 as wr
+
+    base = plans[0]
+    entity = entity if entity is not None else (base.entity or "")
+    runsets = [
+        wr.Runset(
+            entity=entity,
+            project=p.project,
+            name=f"Sweep {p.sweep_id}" + (" (baseline)" if i == 0 else ""),
+            filters=runset_filters(p.sweep_id)["all"],
+        )
+        for i, p in enumerate(plans)
+    ]
+    axes = dict.fromkeys(a for p in plans for a in zip(p.axes, p.axis_paths, strict=True))
+    memory = wr.SummaryMetric(base.memory_key)
+    throughput = wr.SummaryMetric(THROUGHPUT)
+    columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config(path), display_name=a) for a, path in axes]
+    columns += [
+        wr.ParallelCoordinatesPlotColumn(metric=throughput, display_name="tokens/s per device"),
+        wr.ParallelCoordinatesPlotColumn(metric=memory, display_name=f"peak memory ({base.memory_unit})"),
+    ]
+    panels: list[PanelTypes] = [
+        wr.ScatterPlot(title=base.scatter_title, x=memory, y=throughput, layout=wr.Layout(x=0, y=0, w=12, h=8)),
+        wr.ParallelCoordinatesPlot(
+            title="Grid axes → tokens/s per device, peak memory",
+            columns=columns,
+            layout=wr.Layout(x=12, y=0, w=12, h=8),
+        ),
+        wr.RunComparer(diff_only="split", layout=wr.Layout(x=0, y=8, w=24, h=10)),
+    ]
+    text: list[TextLike] = ["Sweeps "]
+    for i, p in enumerate(plans):
+        text += [", " if i else "", wr.InlineCode(p.sweep_id), " (baseline)" if i == 0 else ""]
+    text.append(" compared: one run set per sweep (group = the sweep id), one W&B run per point.")
+    title = one_line(f"Sweeps {', '.join(p.sweep_id for p in plans)}: throughput vs peak memory")
+    return wr.Report(
+        project=base.project,
+        entity=entity,
+        title=title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 1] + "…",
+        description="Which configuration got faster, slower or stopped fitting between sweeps (sweeper).",
+        blocks=[wr.P([t for t in text if t != ""]), wr.PanelGrid(runsets=runsets, panels=panels)],
+        width="fluid",
+    )
+
+
+def comparison_document(plans: Sequence[ReportPlan], report: wr.Report, dirs: Sequence[Path]) -> dict[str, Any]:
+    """The content of a comparison's ``wandb_report.json``: as :func:`spec_document`, with ``sweep_ids`` (baseline
+    first), one ``plan`` per sweep and the publish commands for every sweep's runs."""
+    runsets = check_offline(report, [p.sweep_id for p in plans])
+    quoted = " ".join(shlex.quote(str(SweepDir.of(d).path)) for d in dirs)
+    return {
+        "format": FORMAT,
+        "sweep_ids": [p.sweep_id for p in plans],
+        "wandb": {"project": plans[0].project, "entity": plans[0].entity},
+        "publish": {
+            "status": "not published",
+            "commands": [*(sync_command(d) for d in dirs), f"python -m sweeper.wandb_report {quoted} --publish"],
+            "needs": "a W&B login: WANDB_API_KEY in the environment or `wandb login` (netrc)",
+            "note": "the first commands upload each sweep's offline runs; the last saves this report to W&B",
+        },
+        "plans": [
+            {"sweep_id": p.sweep_id, "title": p.title, "axes": p.axes, "n_points": p.n_points, "counts": p.counts}
+            for p in plans
+        ],
+        "runsets": runsets,
+        "report": _tagged(report),
+    }
+
+
+def check_offline(report: wr.Report, sweep_id: str | Sequence[str]) -> list[dict[str, Any]]:
     """Check the parts of ``report`` that convert without W&B: each run set's filter string parses back
-    (``wandb_workspaces.expr``) to a filter on exactly ``sweep_id`` (and the frontier tag), and each panel converts
-    to W&B's internal model.
+    (``wandb_workspaces.expr``) to a filter on exactly ``sweep_id`` (and the frontier tag) or, given one sweep id
+    per run set (a comparison), on its own sweep id, and each panel converts to W&B's internal model.
 
     Returns:
         One entry per run set: ``name``, ``filters`` (the string), ``filters_v2`` (W&B's filter format).
@@ -321,10 +401,12 @@ def check_offline(report: wr.Report, sweep_id: str) -> list[dict[str, Any]]:
     from wandb_workspaces import expr
 
     out = []
+    ids = itertools.repeat(sweep_id) if isinstance(sweep_id, str) else iter(sweep_id)
     for block in report.blocks:
         if not isinstance(block, wr.PanelGrid):
             continue
         for rs in block.runsets:
+            expected = next(ids, None)
             # Runset.filters is annotated with what it accepts (a string, FilterExprs, Or, And), but its validator
             # (convert_filterexpr_list_to_string) stores every one as its string: the annotation is too wide
             filters = cast(str, rs.filters)
@@ -333,9 +415,9 @@ def check_offline(report: wr.Report, sweep_id: str) -> list[dict[str, Any]]:
             except (SyntaxError, ValueError) as e:
                 raise ValueError(f"run set {rs.name!r}: filter {filters!r} does not parse: {e}") from None
             groups = [f.get("value") for f in v2["filters"] if f.get("key", {}).get("name") == "group"]
-            if groups != [sweep_id]:
+            if groups != [expected]:
                 raise ValueError(
-                    f"sweep id {sweep_id!r} cannot be written as a W&B run filter (it parses back as {groups!r})"
+                    f"sweep id {expected!r} cannot be written as a W&B run filter (it parses back as {groups!r})"
                 )
             out.append({"name": rs.name, "filters": filters, "filters_v2": v2})
         for panel in block.panels:
