@@ -23,7 +23,9 @@ What the launch process does before the agent starts, so that a forked rank meet
   ``AcceleratorState`` / ``GradientState`` singletons (built by ``TrainingArguments`` in a single, non-distributed
   process), transformers' global DeepSpeed config, torch's default dtype.
 
-In each rank, :func:`rank_entry` sets torch's intra-op threads from ``OMP_NUM_THREADS`` as the agent exported it
+Process names: the launch process is ``sweeper-launch`` and each rank ``sweeper-rank<r>`` (``ps``, and the driver's
+host-memory watch, which cannot read a forked rank's ``RANK`` from its start environment). In each rank,
+:func:`rank_entry` sets torch's intra-op threads from ``OMP_NUM_THREADS`` as the agent exported it
 (torchrun's default of 1 per rank: OpenMP read the variable when the worker loaded it, so a forked rank must be
 told), then runs the harness. Only CPU points are forked: CUDA cannot be used in a process forked from one that
 initialised it, so a point on CUDA keeps fresh ranks (the driver decides, :mod:`sweeper.launchers.torchrun`).
@@ -43,9 +45,11 @@ import traceback
 import uuid
 from typing import Any, NoReturn
 
+from sweeper.results.rankfile import LAUNCH_PROCESS_NAME, RANK_PROCESS_NAME
+
 #: Keys of a launch request (from :func:`sweeper.point.preflight.fork_launch`).
 REQUEST_KEYS = ("argv", "env", "cwd", "log", "status_file", "cgroup_procs")
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15  # <linux/prctl.h>
 
 
 def start(request: dict[str, Any], worker_pipes: tuple[int, ...]) -> int:
@@ -93,10 +97,17 @@ def stop_all() -> None:
             pass
 
 
+def set_process_name(name: str) -> None:
+    """This process's name (``/proc/self/comm``: ``ps``, ``top``, psutil's ``name()``; at most 15 bytes), Linux."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
 def _launch_process(request: dict[str, Any], worker: int, worker_pipes: tuple[int, ...]) -> NoReturn:
     code = 1
     try:
         os.setsid()
+        set_process_name(LAUNCH_PROCESS_NAME)
         if sys.platform.startswith("linux"):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
             if os.getppid() != worker:  # the worker died between the fork and the prctl
@@ -192,6 +203,7 @@ def rank_entry(module: str, *argv: str) -> None:
     one); 0 returns to the agent, which then ends the process without interpreter teardown."""
     import torch
 
+    set_process_name(RANK_PROCESS_NAME.format(rank=os.environ.get("RANK", "")))  # the driver's RSS watch reads it
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))

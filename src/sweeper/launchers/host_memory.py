@@ -31,6 +31,7 @@ from typing import Any
 
 import psutil
 
+from sweeper.results.rankfile import rank_of_process_name
 from sweeper.units import GIB, format_bytes
 
 #: Seconds between two samples of the ranks' RSS. A rank filling pages at ~2 GiB/s (a memset loop; T08's ranks grew
@@ -96,9 +97,13 @@ def resolve_limit(limit_gib: float | None) -> Limit:
 
 
 def _rank_of(proc: psutil.Process) -> str:
-    """The rank a process belongs to, from the ``RANK`` (else ``LOCAL_RANK``) its environment was started with."""
+    """The rank a process belongs to, from the ``RANK`` (else ``LOCAL_RANK``) its environment was started with, else
+    (a rank forked from the pre-flight worker, whose start environment is the worker's) from its process name
+    (:data:`sweeper.results.rankfile.RANK_PROCESS_NAME`)."""
     env = proc.environ()
     value = env.get("RANK", env.get("LOCAL_RANK"))
+    if value is None:
+        value = rank_of_process_name(proc.name())
     return value if value is not None and value.isdigit() else LAUNCHER
 
 

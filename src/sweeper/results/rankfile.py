@@ -28,6 +28,21 @@ from typing import Any, TypedDict
 
 from sweeper.results.atomic import write_json_atomic
 
+#: The process name (``/proc/<pid>/comm``, ``prctl(PR_SET_NAME)``) of a rank forked from the pre-flight worker
+#: (:mod:`sweeper.job.forked_launch`): a forked rank's ``/proc/<pid>/environ`` is the worker's, with no ``RANK``, so
+#: the driver's host-memory watch tells its rank by this name (:func:`rank_of_process_name`).
+RANK_PROCESS_NAME = "sweeper-rank{rank}"
+#: The process name of a forked launch process (torchrun's part).
+LAUNCH_PROCESS_NAME = "sweeper-launch"
+_RANK_NAME = re.compile(r"sweeper-rank(\d+)")
+
+
+def rank_of_process_name(name: str) -> str | None:
+    """The rank (decimal digits) named by a process name of :data:`RANK_PROCESS_NAME`'s form, else None."""
+    m = _RANK_NAME.fullmatch(name)
+    return m.group(1) if m else None
+
+
 #: A rank's result file in the point directory (``.format(rank=r)``).
 RANK_FILE = "rank{rank}.json"
 #: A rank's progress file in the point directory (``.format(rank=r)``): optimizer steps finished, ASCII digits.
