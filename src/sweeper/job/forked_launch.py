@@ -3,14 +3,17 @@
 A fresh rank spends most of a lone point's start-up importing torch, transformers and accelerate (about 3 s of a
 10 s point on 2 cores, ``benchmarks/harness_overhead.py``), after the driver's pre-flight worker has just paid
 the same imports to check the point. Here the worker pays them once for the whole sweep: on the driver's request
-(:func:`sweeper.point.preflight.fork_launch`) it forks a *launch process* that plays torchrun's part in-process
-(torch's own elastic agent, ``torch.distributed.run``'s arguments and standalone c10d rendezvous, with
-``start_method=fork``), and the agent forks the ranks, which run the same entry point as a fresh rank
-(:func:`rank_entry`: ``sweeper.job.harness.main``). Each point still gets processes of its own: a rank's crash,
-OOM or hang ends only its own launch process tree, and the driver bounds, watches and kills that tree exactly as it
-does torchrun's (:mod:`sweeper.launchers.torchrun`).
+(:func:`sweeper.point.preflight.fork_launch`) it forks a *launch process* that plays torchrun's part for one node
+(:func:`_agent`: ``torch.distributed.run``'s arguments, the rendezvous store torchrun's agent hosts, torchrun's
+rank environment, its failure policy and its failure summary in torch's own format), and forks the ranks, which
+run the same entry point as a fresh rank (:func:`rank_entry`: ``sweeper.job.harness.main``). torch's elastic agent
+itself is not used: with forked ranks (``start_method=fork``) it reports only the first rank it finds failed, and a
+rank killed by a signal would go unnamed when its peer's collective failed at the same moment. Each point still
+gets processes of its own: a rank's crash, OOM or hang ends only its own launch process tree, and the driver
+bounds, watches and kills that tree exactly as it does torchrun's (:mod:`sweeper.launchers.torchrun`). The ranks
+stay in the launch process's process group (the driver's kill of the group reaches them at once).
 
-What the launch process does before the agent starts, so that a forked rank meets what a fresh one meets:
+What the launch process does before it forks the ranks, so that a forked rank meets what a fresh one meets:
 
 * its own session (the driver kills the process group), ``PR_SET_PDEATHSIG=SIGKILL`` (it dies with the worker;
   the ranks arm the same against it, :mod:`sweeper.job.orphan`; a worker whose driver is gone, its stdin closed,
@@ -167,40 +170,138 @@ def reset_library_state() -> None:
         pass
 
 
+#: Seconds the launch process waits, after a rank's failure, for the other ranks' own exits before it stops them
+#: (torchrun's agent looks every ``--monitor-interval``, 0.1 s): a rank killed by a signal and the rank whose next
+#: collective fails because of it are both reported, as torchrun reports them.
+FAILURE_GRACE_S = 0.5
+#: Seconds between SIGTERM and SIGKILL of the ranks left when one failed (torchrun's ``--shutdown-timeout``).
+SHUTDOWN_S = 30.0
+
+
 def _agent(argv: list[str]) -> int:
-    """torchrun in this process: ``argv`` is torchrun's (``--standalone --nproc-per-node=N --max-restarts=0 -m
-    <module> <args>``), parsed by ``torch.distributed.run`` itself, run by its elastic agent with ranks forked
-    (:func:`rank_entry`). Returns 0, or 1 when the agent raised (``ChildFailedError``: its failure summary is
-    printed as torchrun prints it)."""
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
-    from torch.distributed.launcher.api import elastic_launch
-    from torch.distributed.run import config_from_args, parse_args
+    """torchrun's part for one node, in this process: ``argv`` is torchrun's (``--standalone --nproc-per-node=N
+    --max-restarts=0 -m <module> <args>``, parsed by ``torch.distributed.run`` itself). Hosts the rendezvous store
+    (a ``TCPStore`` on a free local port, ``TORCHELASTIC_USE_AGENT_STORE``, as torchrun's agent does), forks the N
+    ranks with torchrun's environment (:func:`_rank_env`), and waits for them: when one fails, the others get
+    :data:`FAILURE_GRACE_S` to end on their own, then SIGTERM and, after :data:`SHUTDOWN_S`, SIGKILL. The failures
+    are printed in torch's own format (``ChildFailedError``: each failed rank's exit code, a negative one the
+    signal), the summary the driver reads (:mod:`sweeper.failures.attribution`).
+
+    Returns:
+        0 when every rank exited 0, else 1 (as torchrun).
+
+    Raises:
+        ValueError: ``argv`` is not that form (no ``-m``, restarts, several nodes).
+    """
+    import time
+
+    from torch.distributed import TCPStore
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+    from torch.distributed.run import parse_args
 
     args = parse_args(argv)
-    if not args.module:
-        raise ValueError("a forked launch runs a module (-m)")
-    args.start_method = "fork"
-    if args.standalone:  # as torch.distributed.run.run: c10d rendezvous on a free local port
-        args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
-    if args.master_port is None:
-        args.master_port = 29500
-    config, _, _ = config_from_args(args)
+    if not args.module or args.max_restarts or args.nnodes not in ("1", "1:1"):
+        raise ValueError(f"a forked launch runs one node of a module without restarts, not {argv}")
+    n = int(args.nproc_per_node)
+    if "OMP_NUM_THREADS" not in os.environ and n > 1:
+        os.environ["OMP_NUM_THREADS"] = "1"  # torchrun's default for several ranks on a node
+    store = TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+    run_id = str(uuid.uuid4())
+    ranks: dict[int, int] = {}  # pid -> local rank
+    for local in range(n):
+        env = _rank_env(local, n, store.port, run_id)
+        pid = os.fork()
+        if pid == 0:
+            _rank_process(env, args.training_script, list(args.training_script_args))
+        ranks[pid] = local
+    failed: dict[int, ProcessFailure] = {}
+    stop_at: float | None = None
+    while ranks:
+        if stop_at is not None and time.monotonic() >= stop_at:
+            break
+        pid, status = os.waitpid(-1, os.WNOHANG if stop_at is not None else 0)
+        if pid == 0:
+            time.sleep(0.02)
+            continue
+        local = ranks.pop(pid, None)
+        code = os.waitstatus_to_exitcode(status)
+        if local is not None and code != 0:
+            failed[local] = ProcessFailure(local_rank=local, pid=pid, exitcode=code, error_file="")
+            stop_at = stop_at or time.monotonic() + FAILURE_GRACE_S
+    _stop(ranks)
+    del store
+    if not failed:
+        return 0
+    error = ChildFailedError(name=args.training_script, failures=failed)
+    print(f"{type(error).__module__}.{type(error).__name__}: \n{error}", file=sys.stderr, flush=True)
+    return 1
 
-    @record
-    def launch() -> None:
-        elastic_launch(config=config, entrypoint=rank_entry)(args.training_script, *args.training_script_args)
 
+def _rank_env(local: int, n: int, port: int, run_id: str) -> dict[str, str]:
+    """The environment torchrun's agent gives local rank ``local`` of ``n`` on one node (torch's
+    ``LocalElasticAgent._start_workers``), the rendezvous store at ``127.0.0.1:port``."""
+    return {
+        "RANK": str(local),
+        "LOCAL_RANK": str(local),
+        "GROUP_RANK": "0",
+        "ROLE_RANK": str(local),
+        "ROLE_NAME": "default",
+        "LOCAL_WORLD_SIZE": str(n),
+        "WORLD_SIZE": str(n),
+        "GROUP_WORLD_SIZE": "1",
+        "ROLE_WORLD_SIZE": str(n),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "TORCHELASTIC_RUN_ID": run_id,
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+    }
+
+
+def _rank_process(env: dict[str, str], module: str, argv: list[str]) -> NoReturn:
+    """A forked rank: its environment, :func:`rank_entry`, its exit code (an exception: printed, exit 1)."""
+    code = 1
     try:
-        launch()
-    except ChildFailedError:
-        return 1
-    return 0
+        os.environ.update(env)
+        rank_entry(module, *argv)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - as an uncaught exception ends a fresh rank: printed, exit 1
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _stop(ranks: dict[int, int]) -> None:
+    """SIGTERM the ranks still running, SIGKILL those left after :data:`SHUTDOWN_S`, and reap them."""
+    import time
+
+    for sig, wait_s in ((signal.SIGTERM, SHUTDOWN_S), (signal.SIGKILL, 5.0)):
+        for pid in list(ranks):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + wait_s
+        while ranks and time.monotonic() < end:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid:
+                ranks.pop(pid, None)
+            else:
+                time.sleep(0.02)
+        if not ranks:
+            return
 
 
 def rank_entry(module: str, *argv: str) -> None:
-    """One forked rank: torch's intra-op threads from ``OMP_NUM_THREADS``, then ``<module>.main(argv)`` (the
-    harness). A non-zero exit code ends the process with it at once (the agent sees a failed rank, as from a fresh
-    one); 0 returns to the agent, which then ends the process without interpreter teardown."""
+    """One forked rank: its process name, torch's intra-op threads from ``OMP_NUM_THREADS``, then
+    ``<module>.main(argv)`` (the harness). A non-zero exit code ends the process with it at once (a failed rank, as
+    from a fresh one); 0 returns (the caller ends the process without interpreter teardown)."""
     import torch
 
     set_process_name(RANK_PROCESS_NAME.format(rank=os.environ.get("RANK", "")))  # the driver's RSS watch reads it
