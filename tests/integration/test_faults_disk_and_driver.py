@@ -220,12 +220,12 @@ def _sweep_processes(sweep_dir: Path) -> list[str]:
     import psutil
 
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "status", "cwd"]):
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "status", "cwd"]):
         try:
             cmdline = " ".join(proc.info["cmdline"] or [])
             mine = str(sweep_dir) in cmdline or proc.info["cwd"] == str(sweep_dir.parent)
             if proc.pid != os.getpid() and mine and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(f"{proc.pid}: {cmdline[:160]}")
+                found.append(f"{proc.pid} {proc.info['name']}: {cmdline[:160]}")
         except psutil.Error:
             continue
     return found
@@ -256,7 +256,7 @@ def test_driver_killed_three_times_at_random_moments_then_resumed_records_every_
                 os.kill(driver.pid, signal.SIGKILL)  # the driver alone, not its process group
                 driver.wait()
                 ranks = sum("sweeper.job.harness" in p and "torch.distributed.run" not in p for p in alive)
-                ranks += max(0, sum("sweeper.job.preflight" in p for p in alive) - 2)  # forked: worker, launch
+                ranks += sum(" sweeper-rank" in p for p in alive)  # forked ranks: named, the worker's command line
                 print(
                     f"run {i}: SIGKILL after {delay} s with {ranks} rank(s) running, {len(_results(sweep_dir))} recorded"
                 )
