@@ -93,6 +93,17 @@ def test_a_rerun_with_another_seed_aligns_every_point_and_only_a_change_beyond_t
     assert slower.throughput_ratio == pytest.approx(0.6) and slower.beyond_noise
 
 
+def test_a_change_beyond_the_intervals_but_under_the_floor_is_no_change(tmp_path):
+    a = sweep(tmp_path, "aaaaaa", [record("aaaaaa", "none", True, ci=0.01)])
+    b = sweep(tmp_path, "bbbbbb", [record("bbbbbb", "none", True, tps=1040.0, ci=0.01)])  # +4 %: intervals apart
+    sides = [Side.load(a), Side.load(b)]
+    assert verdict_of(compare_all(sides)[0], "none", True) == SAME  # under the default 5 % floor
+    assert verdict_of(compare_all(sides, min_change=0.03)[0], "none", True) == FASTER
+    assert main([str(a), str(b), "--out", str(tmp_path / "o"), "--min-change", "0.03", "--fail-on-regression"]) == 0
+    with pytest.raises(SystemExit):
+        main([str(a), str(b), "--min-change", "5"])
+
+
 def test_faster_less_memory_stopped_fitting_newly_failing_newly_fitting_and_configurations_on_one_side(tmp_path):
     a = sweep(
         tmp_path,

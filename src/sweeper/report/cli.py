@@ -70,14 +70,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"with several sweeps: exit {REGRESSION_EXIT} when a like-for-like sweep has a regression "
         "(slower or more memory beyond the noise, stopped fitting, newly failing)",
     )
+    parser.add_argument(
+        "--min-change",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="with several sweeps: the smallest tokens/s change called a change even when the intervals do not "
+        "overlap (default 0.05: the drift between two runs on one machine, which no interval sees)",
+    )
     args = parser.parse_args(argv)
     dirs = sweep_dirs(args.sweep_dir)
     if len(dirs) != 1:
         if args.wandb:
             parser.error("--wandb writes one sweep's runs: give one sweep directory")
-        return compare_main(dirs, args.out, args.fail_on_regression, args.device_mem)
-    if args.out is not None or args.fail_on_regression:
-        parser.error("--out and --fail-on-regression compare several sweeps: give two or more sweep directories")
+        if args.min_change is not None and not 0 <= args.min_change < 1:
+            parser.error(f"--min-change {args.min_change}: expected a fraction from 0 to 1 (0.05 is 5 %)")
+        return compare_main(dirs, args.out, args.fail_on_regression, args.device_mem, args.min_change)
+    if args.out is not None or args.fail_on_regression or args.min_change is not None:
+        parser.error(
+            "--out, --fail-on-regression and --min-change compare several sweeps: give two or more sweep directories"
+        )
     sweep_dir = dirs[0]
     sweep = SweepDir(sweep_dir)
     why = sweep.not_a_sweep()
@@ -117,14 +129,14 @@ def sweep_dirs(args: Sequence[str]) -> list[Path]:
 
 
 def compare_main(dirs: Sequence[Path], out: Path | None, fail_on_regression: bool,
-                 device_mem: Sequence[tuple[str, float]] = ()) -> int:  # fmt: skip
+                 device_mem: Sequence[tuple[str, float]] = (), min_change: float | None = None) -> int:  # fmt: skip
     """Compare several sweeps (:mod:`sweeper.report.compare`) and write the page (:mod:`sweeper.report.compare_page`)
     into ``out`` (default ``./compare-<sweep ids>``); prints the headline, then the page's path last.
 
     Returns 0; :data:`REGRESSION_EXIT` with ``fail_on_regression`` when a like-for-like sweep has a regression; 2
     when a directory is not a sweep or one is given twice; 1 when a record on disk cannot be read.
     """
-    from sweeper.report.compare import Side, compare_all
+    from sweeper.report.compare import MIN_CHANGE, Side, compare_all
     from sweeper.report.compare_page import headline, write_comparison
 
     if device_mem:
@@ -141,12 +153,12 @@ def compare_main(dirs: Sequence[Path], out: Path | None, fail_on_regression: boo
             print(f"sweeper.report: error: {e}", file=sys.stderr)
             return 1
     try:
-        comparisons = compare_all(sides)
+        comparisons = compare_all(sides, MIN_CHANGE if min_change is None else min_change)
     except ValueError as e:
         print(f"sweeper.report: error: {e}", file=sys.stderr)
         return 2
     folder = out or Path(f"compare-{'-'.join(s.sweep_id for s in sides)}")
-    path = write_comparison(sides, comparisons, folder)
+    path = write_comparison(sides, comparisons, folder, MIN_CHANGE if min_change is None else min_change)
     for line in headline(comparisons, markdown=False):
         print(line)
     print(path)

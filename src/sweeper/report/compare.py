@@ -14,7 +14,8 @@ compared as such: the same configuration side by side, never called a regression
 (before and after an upgrade is what the comparison is for); the page says which changed.
 
 A change of throughput is beyond the noise when the two points' 95 % intervals of tokens/s per device
-(:func:`sweeper.results.frontier.throughput_interval`, from the median step time's interval) do not overlap;
+(:func:`sweeper.results.frontier.throughput_interval`, from the median step time's interval) do not overlap and it
+is at least :data:`MIN_CHANGE` (the machine's drift between runs, which no interval sees);
 a change of peak memory counts when it exceeds :data:`MEMORY_TOLERANCE` of the baseline's (MemTracker tensor bytes
 on CPU and the CUDA allocator's peak repeat to the byte for a configuration, so 1 % is far above their noise).
 A throughput change beyond the noise decides the verdict (``faster``, ``slower``); else a memory change does (``more
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
 
 #: Relative change of peak memory (bytes) below which two points use the same memory.
 MEMORY_TOLERANCE = 0.01
+#: Default smallest relative change of tokens/s per device called a change, even when the intervals do not
+#: overlap: an interval sees the noise inside one point's timed window, not the machine's drift between two runs
+#: (docs/compare.md: a GPU node repeats within a few percent; this shared 2-core VM drifted 6-32 % between two runs
+#: of the same tiny-model grid, ``tests/integration/test_compare_sweeps.py``).
+MIN_CHANGE = 0.05
 #: Spec fields left out of the configuration key: the seed, and the model (a context of the sweep).
 NOT_CONFIGURATION = frozenset({"seed", "model", "model_config", "model_type", "decoder_layer"})
 #: Final statuses that mean a point did not run to a measurement (``pending``, ``skipped`` and ``pruned`` are not
@@ -224,10 +230,11 @@ class Comparison:
         return [c for c in self.changes if c.regression] if self.like_for_like else []
 
 
-def compare(base: Side, other: Side) -> Comparison:
-    """``other`` against ``base``, configuration by configuration (see the module doc)."""
+def compare(base: Side, other: Side, min_change: float = MIN_CHANGE) -> Comparison:
+    """``other`` against ``base``, configuration by configuration (see the module doc; ``min_change``: as for
+    :func:`change`)."""
     order = list(dict.fromkeys([*base.keys, *other.keys]))
-    changes = [change(key, base.row(key), other.row(key)) for key in order]
+    changes = [change(key, base.row(key), other.row(key), min_change) for key in order]
     differs = differences(base.context, other.context)
     return Comparison(base, other, changes, differs, like_for_like(base.context, other.context))
 
@@ -253,8 +260,12 @@ def interval(row: dict[str, Any]) -> tuple[float, float] | None:
     return None if lo != lo or hi != hi else (lo, hi)  # NaN: no throughput
 
 
-def change(key: str, base: dict[str, Any] | None, other: dict[str, Any] | None) -> Change:
-    """The verdict on one configuration: ``base`` and ``other`` are its results rows (None: not in that sweep)."""
+def change(
+    key: str, base: dict[str, Any] | None, other: dict[str, Any] | None, min_change: float = MIN_CHANGE
+) -> Change:
+    """The verdict on one configuration: ``base`` and ``other`` are its results rows (None: not in that sweep).
+    A throughput change is beyond the noise when the two intervals do not overlap and the ratio differs from 1 by at
+    least ``min_change`` (a fraction, :data:`MIN_CHANGE` by default)."""
     if other is None:
         return Change(key, ONLY_BASELINE, base, None)
     if base is None:
@@ -267,7 +278,8 @@ def change(key: str, base: dict[str, Any] | None, other: dict[str, Any] | None) 
         ratio = ot / bt if bt and ot is not None else None
         mem = om / bm if bm and om is not None else None
         bi, oi = interval(base), interval(other)
-        beyond = bool(bi and oi and (oi[1] < bi[0] or oi[0] > bi[1]))
+        apart = bool(bi and oi and (oi[1] < bi[0] or oi[0] > bi[1]))
+        beyond = apart and ratio is not None and abs(ratio - 1) >= min_change
         if beyond and ratio is not None:
             verdict = FASTER if ratio > 1 else SLOWER
         elif mem is not None and abs(mem - 1) > MEMORY_TOLERANCE:
@@ -284,8 +296,8 @@ def change(key: str, base: dict[str, Any] | None, other: dict[str, Any] | None) 
     return Change(key, NOT_MEASURED, base, other, contended=contended)
 
 
-def compare_all(sides: Sequence[Side]) -> list[Comparison]:
-    """Each sweep after the first against the first.
+def compare_all(sides: Sequence[Side], min_change: float = MIN_CHANGE) -> list[Comparison]:
+    """Each sweep after the first against the first (``min_change``: as for :func:`change`).
 
     Raises:
         ValueError: fewer than two sweeps, or one sweep given twice.
@@ -296,4 +308,4 @@ def compare_all(sides: Sequence[Side]) -> list[Comparison]:
     if len(set(seen)) != len(seen):
         twice = next(p for p in seen if seen.count(p) > 1)
         raise ValueError(f"{twice} is given twice")
-    return [compare(sides[0], s) for s in sides[1:]]
+    return [compare(sides[0], s, min_change) for s in sides[1:]]

@@ -23,6 +23,7 @@ import pandas as pd
 from sweeper.report import md
 from sweeper.report.blocks import Bullets, Document, Para, Plot, Section, Table
 from sweeper.report.compare import (
+    MIN_CHANGE,
     REGRESSIONS,
     SAME,
     Change,
@@ -203,13 +204,16 @@ def csv_frame(comparisons: Sequence[Comparison]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def document(sides: Sequence[Side], comparisons: Sequence[Comparison], unit: tuple[str, int]) -> Document:
+def document(
+    sides: Sequence[Side], comparisons: Sequence[Comparison], unit: tuple[str, int], min_change: float = MIN_CHANGE
+) -> Document:
     """The page's structure (rendered by :mod:`sweeper.report.render`)."""
     noise = (
         "A throughput change counts when the two 95 % intervals of tokens/s per device (from each median step time's "
-        "interval, as the single-sweep report draws them) do not overlap; a peak-memory change when it exceeds 1 % of "
-        "the baseline's. Configurations are aligned by identity without the seed and the model. A point measured "
-        "under CPU contention (`contended`) says so: rerun it before trusting its change."
+        f"interval, as the single-sweep report draws them) do not overlap and it is at least {percent(min_change, 0)} "
+        "(`--min-change`: the drift between two runs, which no interval sees); a peak-memory change when it exceeds "
+        "1 % of the baseline's. Configurations are aligned by identity without the seed and the model. A point "
+        "measured under CPU contention (`contended`) says so: rerun it before trusting its change."
     )
     return Document(
         title=f"Comparison of sweeps {', '.join(s.sweep_id for s in sides)}",
@@ -222,12 +226,14 @@ def document(sides: Sequence[Side], comparisons: Sequence[Comparison], unit: tup
     )
 
 
-def write_comparison(sides: Sequence[Side], comparisons: Sequence[Comparison], out: Path) -> Path:
+def write_comparison(
+    sides: Sequence[Side], comparisons: Sequence[Comparison], out: Path, min_change: float = MIN_CHANGE
+) -> Path:
     """Write :data:`MD`, :data:`HTML`, :data:`PNG` and :data:`CSV` into ``out`` (made if missing), each atomically;
-    returns the path of :data:`MD`."""
+    returns the path of :data:`MD`. ``min_change``: the floor the comparisons used, said on the page."""
     out.mkdir(parents=True, exist_ok=True)
     unit = mem_unit(pd.concat([s.df for s in sides], ignore_index=True))
-    doc = document(sides, comparisons, unit)
+    doc = document(sides, comparisons, unit, min_change)
     write_atomic(out / CSV, lambda p: csv_frame(comparisons).to_csv(p, index=False))
     write_atomic(out / PNG, lambda p: _png(sides, unit, p))
     write_text_atomic(out / HTML, render_html(doc, _plot_div(sides, unit)))

@@ -388,7 +388,8 @@ def comparison_document(plans: Sequence[ReportPlan], report: wr.Report, dirs: Se
 def check_offline(report: wr.Report, sweep_id: str | Sequence[str]) -> list[dict[str, Any]]:
     """Check the parts of ``report`` that convert without W&B: each run set's filter string parses back
     (``wandb_workspaces.expr``) to a filter on exactly ``sweep_id`` (and the frontier tag) or, given one sweep id
-    per run set (a comparison), on its own sweep id, and each panel converts to W&B's internal model.
+    per run set (a comparison), on its own sweep id, and each panel and the whole report convert to W&B's internal
+    model (``wandb_workspaces``' pydantic models: what ``save()`` would send).
 
     Returns:
         One entry per run set: ``name``, ``filters`` (the string), ``filters_v2`` (W&B's filter format).
@@ -422,6 +423,7 @@ def check_offline(report: wr.Report, sweep_id: str | Sequence[str]) -> list[dict
             out.append({"name": rs.name, "filters": filters, "filters_v2": v2})
         for panel in block.panels:
             panel._to_model()
+    report._to_model()  # the whole report against wandb-workspaces' own (pydantic) models, offline
     return out
 
 
