@@ -136,3 +136,29 @@ def test_a_mixture_of_experts_plans_exact_states_and_says_the_rest_is_unknown():
     # ZeRO-2 over 2 ranks: 16-bit weights whole (2 bytes), fp32 master + Adam moments partitioned (12 / 2 bytes)
     assert p.param_bytes_per_rank == 2 * arch.total_params
     assert p.optimizer_state_bytes_per_rank == pytest.approx(12 * arch.total_params / 2, rel=0.01)
+
+
+def test_a_mixture_of_experts_whose_states_alone_exceed_the_device_does_not_fit_and_one_under_it_stays_unknown():
+    """Issue 36: activations unknown, but the states (parameters, gradients, optimizer state, all alive at the
+    optimizer step) are a lower bound of the peak: past the usable device memory the answer is "does not fit"."""
+    import dataclasses
+
+    from sweeper.capacity.predict import predict, states_floor_bytes
+    from sweeper.capacity.states import layout, states_for
+    from sweeper.config.schema import ClusterConfig
+    from sweeper.config.target import Target
+    from tests.unit.specs import make_spec
+
+    spec = make_spec(model={"name": "moe", "config": MOE}, zero=2, precision="bf16")
+    spec = dataclasses.replace(spec, model_type="mixtral", model_config=MOE)
+    floor = states_floor_bytes(states_for(spec, Arch.from_config("mixtral", MOE), layout(spec, "cpu")))
+    assert floor is not None and floor > 0
+
+    def on(gib: float):
+        return predict(spec, Target(cluster=ClusterConfig(gpu_mem_gib=gib)))
+
+    small, large = on(floor * 0.9 / 2**30), on(floor * 10 / 2**30)
+    assert small.fits is False and "does not fit whatever its activations" in small.note
+    assert large.fits is None and "does not fit" not in large.note and large.peak_bytes is None
+    just_over_margin = on(floor / 0.96 / 2**30)  # fits without the 5 % margin, not with it
+    assert just_over_margin.fits is False

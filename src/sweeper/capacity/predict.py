@@ -15,13 +15,13 @@ from sweeper.capacity.hostcomm import HostComm, cached_comm
 from sweeper.capacity.memory import MemoryEstimate, estimate_memory
 from sweeper.capacity.offload import offload_of
 from sweeper.capacity.optimizers import OptimizerModel, UnknownOptimizer
-from sweeper.capacity.states import layout, model_states, states_for
+from sweeper.capacity.states import ModelStates, layout, model_states, states_for
 from sweeper.capacity.timing import NCCL_STEP_LATENCY_S, estimate_time
 from sweeper.config.schema import PlanConfig
 from sweeper.config.spec import PointSpec
 from sweeper.config.target import Target
 from sweeper.results.mfu import gpu_peak
-from sweeper.units import GIB
+from sweeper.units import GIB, peak_text, percent
 
 #: A stand-in optimizer without state: the parameter and gradient bytes of a point whose optimizer is unknown.
 NO_STATE = OptimizerModel("unknown", "sgd", 0, None, 0, "no state counted")
@@ -158,6 +158,16 @@ def resolve_auto_batch(spec: PointSpec, target: Target) -> tuple[PointSpec, str 
     ), "per_device_batch_size=auto: the largest batch is unknown without a device memory or a model (predicted at 1)"
 
 
+def states_floor_bytes(st: ModelStates) -> int | None:
+    """A lower bound of a rank's device peak (bytes) from its model states alone: parameters, gradients (DeepSpeed:
+    its gradient partitions at the step) and optimizer state, all alive together at the optimizer step, whatever
+    the activations. None when part of them is offloaded (where they live then is the memory model's to say)."""
+    if st.params_offload != "none" or st.optimizer_offload != "none":
+        return None
+    grads = st.grad_bytes if st.grad_bytes is not None else st.step_grad_bytes
+    return st.param_bytes + grads + st.optimizer_state_bytes
+
+
 def _fits(device_bytes: int, capacity: int | None, margin: float) -> bool | None:
     return None if capacity is None else device_bytes <= capacity * (1.0 - margin)
 
@@ -237,6 +247,14 @@ def predict(
                 grad_bytes_per_rank=st.grad_bytes,
                 optimizer_state_bytes_per_rank=st.optimizer_state_bytes,
             )
+            floor = states_floor_bytes(st)
+            if floor is not None and _fits(floor, capacity, settings.memory_margin) is False:
+                out["fits"] = False  # a lower bound past the device: no activation count can make it fit
+                notes.append(
+                    f"does not fit whatever its activations: the model states alone, {peak_text(floor)} per rank "
+                    f"(parameters, gradients and optimizer state, all alive at the optimizer step), exceed "
+                    f"{percent(1 - settings.memory_margin, 0)} of the device's {peak_text(capacity or 0)}"
+                )
         except UnknownOptimizer as why:
             notes.append(f"{why}: optimizer state unknown")
     except UnknownOptimizer as e:
