@@ -27,12 +27,14 @@ def test_a_setting_without_effect_does_not_make_a_second_point(sweeper_cli):
 
 def test_a_rerun_with_a_new_budget_replaces_the_timed_out_record_keeping_its_history(sweeper_cli):
     """T10: timeout_s is a budget, not part of the configuration; the rerun replaces the stale timeout."""
-    first = sweeper_cli("-m", "timeout_s=2", *FAST)
+    # 200 timed steps (~5 s): past a 2 s budget however fast the ranks start (forked ones train within 2 s of it)
+    slow = [o if not o.startswith("timed_steps=") else "timed_steps=200" for o in FAST]
+    first = sweeper_cli("-m", "timeout_s=2", *slow)
     assert first.proc.returncode == 0, first.output[-3000:]
     (before,) = SweepDir(first.sweep_dir).records()
     assert before.status == "timeout"
     again = sweeper_cli(
-        "-m", "timeout_s=300", "launcher.rerun_statuses=[timeout]", f"hydra.sweep.dir={first.sweep_dir}", *FAST
+        "-m", "timeout_s=300", "launcher.rerun_statuses=[timeout]", f"hydra.sweep.dir={first.sweep_dir}", *slow
     )
     assert again.proc.returncode == 0, again.output[-3000:]
     (after,) = SweepDir(first.sweep_dir).records()
