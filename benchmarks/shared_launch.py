@@ -1,6 +1,7 @@
 """A grid run both ways in one run: every point's ranks fresh under torchrun (``SWEEPER_RANK_START=exec``, one
-launch per point with its own imports) against ranks forked from the warm pre-flight worker (the default: the
-libraries imported once per sweep); the wall time, the point-seconds and each point's numbers side by side.
+launch per point with its own imports) against ranks forked from the warm pre-flight worker
+(``SWEEPER_RANK_START=fork``: every CPU point forked, the libraries imported once per sweep; sweeper's default forks
+plain data-parallel points only); the wall time, the point-seconds and each point's numbers side by side.
 
 The two ways alternate (exec, fork, fork, exec, ...) so that a drift in the machine's load hits both. Per point:
 tokens/s per device (median step), its 95 % interval's relative half-width, peak tensor bytes (MemTracker on CPU)
@@ -75,10 +76,19 @@ def main() -> None:
     ):
         e, f = (statistics.median(value(r) for r in runs[w]) for w in WAYS)
         print(f"{what:<28}{e:10.1f}{f:10.1f}{f / e:11.3f}")
-    print("\neach point, last run of each way: tokens/s per device (95 % interval), peak tensor MiB, first loss")
+    print("\neach point, last run of each way: tokens/s per device, peak tensor MiB, first loss; 'noise?': do the")
+    print("two 95 % intervals overlap; median over runs: each way's median tokens/s over its runs")
     last = {w: runs[w][-1]["records"] for w in WAYS}
-    print(f"{'point':<36}{'exec tok/s':>12}{'fork tok/s':>12}{'f/e':>7}{'noise?':>8}{'MiB e/f':>14}{'loss same':>10}")
-    ratios, outside = [], 0
+    medians = {
+        w: {pid: statistics.median(r["records"][pid]["metrics"].get("tokens_per_s_per_device") or 0 for r in runs[w])
+            for pid in last[w]}
+        for w in WAYS
+    }  # fmt: skip
+    print(
+        f"{'point':<36}{'exec tok/s':>12}{'fork tok/s':>12}{'f/e':>7}{'noise?':>8}{'MiB e/f':>14}{'loss same':>10}"
+        f"{'f/e, medians':>14}"
+    )
+    ratios, outside, median_ratios = [], 0, []
     for pid, e in sorted(last["exec"].items(), key=lambda kv: label(kv[1])):
         f = last["fork"].get(pid)
         if f is None or e["status"] != "ok" or f["status"] != "ok":
@@ -95,10 +105,13 @@ def main() -> None:
         print(
             f"{label(e)[:35]:<36}{me['tokens_per_s_per_device']:12,.0f}{mf['tokens_per_s_per_device']:12,.0f}"
             f"{ratio:7.3f}{'within' if overlap else 'OUTSIDE':>8}{mib:>14}{same:>10}"
+            f"{medians['fork'][pid] / medians['exec'][pid]:14.3f}"
         )
+        median_ratios.append(medians["fork"][pid] / medians["exec"][pid])
     if ratios:
         print(f"\ntokens/s fork/exec: median {statistics.median(ratios):.3f} over {len(ratios)} points;", end=" ")
-        print(f"{outside} point(s) with intervals that do not overlap")
+        print(f"{outside} point(s) with intervals that do not overlap (last runs)")
+        print(f"tokens/s fork/exec of the per-way medians over runs: median {statistics.median(median_ratios):.3f}")
 
 
 if __name__ == "__main__":

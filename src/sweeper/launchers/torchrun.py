@@ -48,10 +48,10 @@ HARNESS = "sweeper.job.harness"
 #: The ranks' modes: a measured point, or the trials of a batch search (which write no step files).
 MEASURE, SEARCH = "measure", "search"
 KILL_GRACE_S = 10.0
-#: ``SWEEPER_RANK_START=exec`` starts every point's ranks as fresh processes (torchrun), as before forked launches;
-#: unset or ``fork``: CPU points are forked from the pre-flight worker (:mod:`sweeper.job.forked_launch`).
+#: ``SWEEPER_RANK_START``: ``auto`` (default: plain data-parallel CPU points forked from the pre-flight worker,
+#: :mod:`sweeper.job.forked_launch`; see :func:`rank_start`), ``fork`` (every CPU point) or ``exec`` (none).
 RANK_START_ENV = "SWEEPER_RANK_START"
-FORK, EXEC = "fork", "exec"
+FORK, EXEC, AUTO = "fork", "exec", "auto"
 
 
 @dataclass
@@ -215,17 +215,26 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, t
 
 def rank_start(spec: PointSpec) -> str:
     """How ``spec``'s ranks start on this machine: :data:`FORK` (forked from the pre-flight worker, which has torch
-    and transformers imported: no import in the ranks) for a CPU point, unless ``SWEEPER_RANK_START=exec``;
-    :data:`EXEC` (fresh processes under torchrun) for a CUDA point (CUDA cannot be used in a process forked from one
-    that initialised it) or when asked.
+    and transformers imported: no import in the ranks) or :data:`EXEC` (fresh processes under torchrun).
+
+    ``SWEEPER_RANK_START`` unset (or ``auto``): fork a CPU point of plain data parallelism (``fsdp=none``,
+    ``zero=0``, ``tp=sp=1``), where forked and fresh ranks measured the same timed steps
+    (``benchmarks/harness_overhead.py --exec-too``, ``benchmarks/shared_launch.py``); every other point starts
+    fresh: FSDP points' timed steps measured 0.81-0.91x as fast forked as fresh with the default 3 warm-up steps
+    (1.01-1.08x with 10: the forked ranks' first steps still pay first-touch costs the warm-up did not absorb), and
+    ZeRO, TP and SP are not measured yet. ``fork``: fork every CPU point; ``exec``: no point. A CUDA point always
+    starts fresh (CUDA cannot be used in a process forked from one that initialised it).
 
     Raises:
-        ValueError: ``SWEEPER_RANK_START`` is neither ``fork`` nor ``exec``.
+        ValueError: ``SWEEPER_RANK_START`` is none of ``auto``, ``fork``, ``exec``.
     """
-    asked = os.environ.get(RANK_START_ENV, FORK) or FORK
-    if asked not in (FORK, EXEC):
-        raise ValueError(f"{RANK_START_ENV}={asked!r}: expected {FORK} or {EXEC}")
-    return FORK if asked == FORK and local_device_type(spec.device) == "cpu" else EXEC
+    asked = os.environ.get(RANK_START_ENV, AUTO) or AUTO
+    if asked not in (AUTO, FORK, EXEC):
+        raise ValueError(f"{RANK_START_ENV}={asked!r}: expected {AUTO}, {FORK} or {EXEC}")
+    if asked == EXEC or local_device_type(spec.device) != "cpu":
+        return EXEC
+    plain = spec.fsdp == "none" and spec.zero == 0 and spec.tp == 1 and spec.sp == 1
+    return FORK if asked == FORK or plain else EXEC
 
 
 def forks(spec: PointSpec) -> bool:
