@@ -220,7 +220,7 @@ def rank_start(spec: PointSpec) -> str:
     ``SWEEPER_RANK_START`` unset (or ``auto``): fork a CPU point of plain data parallelism (``fsdp=none``,
     ``zero=0``, ``tp=sp=1``), where forked and fresh ranks measured the same timed steps
     (``benchmarks/harness_overhead.py --exec-too``, ``benchmarks/shared_launch.py``); every other point starts
-    fresh: FSDP points' timed steps measured 0.81-0.91x as fast forked as fresh with the default 3 warm-up steps
+    fresh: FSDP points' timed steps measured 0.81-0.94x as fast forked as fresh with the default 3 warm-up steps
     (1.01-1.08x with 10: the forked ranks' first steps still pay first-touch costs the warm-up did not absorb), and
     ZeRO, TP and SP are not measured yet. ``fork``: fork every CPU point; ``exec``: no point. A CUDA point always
     starts fresh (CUDA cannot be used in a process forked from one that initialised it).
