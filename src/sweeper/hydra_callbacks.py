@@ -75,6 +75,18 @@ def refuse_unusable_launcher(ctx: SweepContext) -> None:
         sys.exit(2)
 
 
+def refuse_bad_rank_start() -> None:
+    """A ``SWEEPER_RANK_START`` that is none of ``auto``, ``fork``, ``exec`` stops the sweep before any point (exit 2),
+    rather than failing every point at its launch."""
+    from sweeper.launchers.torchrun import asked_rank_start
+
+    try:
+        asked_rank_start()
+    except ValueError as e:
+        print(f"sweeper: {e} (docs/measurement.md, How the ranks start)", file=sys.stderr)
+        sys.exit(2)
+
+
 def refuse_single_cluster_point(launcher: str) -> None:
     """Exit 2 for a cluster launcher without ``-m``: Hydra runs a single run's task in this process, so the point
     would train here, on the submit host, under the cluster's label (docs/cases.md#u02). The message gives the
@@ -100,6 +112,7 @@ class ReportCallback(Callback):
         ctx.refuse_unusable_folder()
         refuse_bad_wandb_target(ctx)
         refuse_unusable_launcher(ctx)
+        refuse_bad_rank_start()
         try:
             ctx.open(grid_size(config))
         except OSError as e:  # a full disk: say where, once; every point then says whether it was recorded
@@ -115,6 +128,7 @@ class ReportCallback(Callback):
 
         ctx = SweepContext.of(config)
         refuse_bad_wandb_target(ctx)
+        refuse_bad_rank_start()
         spec = from_config(config)
         launcher = ctx.launcher.name
         target = target_for(spec, launcher, ctx.cluster)

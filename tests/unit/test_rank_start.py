@@ -36,3 +36,16 @@ def test_a_misspelt_rank_start_names_the_allowed_values(monkeypatch):
     monkeypatch.setenv(RANK_START_ENV, "forked")
     with pytest.raises(ValueError, match="expected auto, fork or exec"):
         rank_start(make_spec())
+
+
+def test_a_misspelt_rank_start_stops_the_sweep_before_any_point(monkeypatch, capsys):
+    from sweeper.hydra_callbacks import refuse_bad_rank_start
+
+    monkeypatch.setenv(RANK_START_ENV, "forked")
+    with pytest.raises(SystemExit) as stopped:
+        refuse_bad_rank_start()
+    assert stopped.value.code == 2
+    assert "SWEEPER_RANK_START='forked': expected auto, fork or exec" in capsys.readouterr().err
+    monkeypatch.setenv(RANK_START_ENV, "exec")
+    refuse_bad_rank_start()  # a valid value: nothing said, nothing stopped
+    assert capsys.readouterr().err == ""

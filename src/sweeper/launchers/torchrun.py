@@ -213,6 +213,18 @@ def _run_ranks(spec: PointSpec, pdir: Path, limit: Limit, mode: str = MEASURE, t
             cgroup.close()
 
 
+def asked_rank_start() -> str:
+    """``SWEEPER_RANK_START`` as asked: ``auto`` (also when unset or empty), ``fork`` or ``exec``.
+
+    Raises:
+        ValueError: any other value (the message names the allowed ones).
+    """
+    asked = os.environ.get(RANK_START_ENV, AUTO) or AUTO
+    if asked not in (AUTO, FORK, EXEC):
+        raise ValueError(f"{RANK_START_ENV}={asked!r}: expected {AUTO}, {FORK} or {EXEC}")
+    return asked
+
+
 def rank_start(spec: PointSpec) -> str:
     """How ``spec``'s ranks start on this machine: :data:`FORK` (forked from the pre-flight worker, which has torch
     and transformers imported: no import in the ranks) or :data:`EXEC` (fresh processes under torchrun).
@@ -228,9 +240,7 @@ def rank_start(spec: PointSpec) -> str:
     Raises:
         ValueError: ``SWEEPER_RANK_START`` is none of ``auto``, ``fork``, ``exec``.
     """
-    asked = os.environ.get(RANK_START_ENV, AUTO) or AUTO
-    if asked not in (AUTO, FORK, EXEC):
-        raise ValueError(f"{RANK_START_ENV}={asked!r}: expected {AUTO}, {FORK} or {EXEC}")
+    asked = asked_rank_start()
     if asked == EXEC or local_device_type(spec.device) != "cpu":
         return EXEC
     plain = spec.fsdp == "none" and spec.zero == 0 and spec.tp == 1 and spec.sp == 1
