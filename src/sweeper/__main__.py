@@ -11,7 +11,8 @@ Exit status (``docs/failures.md``):
   2 when it is refused before launch (invalid or unsupported: no directory is made, no rank starts);
 - a grid (``-m``): 0 when every point has a record and the report is written, whatever the points' statuses;
   2 when the whole grid is refused before launch (an unknown key, with the nearest known ones; a ``model=`` that
-  names no model file, config.json or cached hub id; ``launcher=slurm`` without a cluster or without SLURM here);
+  names no model file, config.json or cached hub id; ``launcher=slurm`` without a cluster or without SLURM here;
+  a ``SWEEPER_RANK_START`` other than ``auto``, ``fork``, ``exec``);
   Hydra's 1 for a misspelt value it refuses for the whole grid;
 - 3, a grid or a single point, when the sweep is incomplete: a point could not be recorded or the report could not
   be written (a full disk: the point's line says ``not recorded: no space left on device in <dir>``, the grid goes
