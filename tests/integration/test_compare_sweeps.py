@@ -127,8 +127,12 @@ def test_the_slowed_point_is_a_regression_and_the_others_are_unchanged(sweeps, p
     assert row["verdict"] == SLOWER and row["regression"] and row["beyond_noise"], row.to_dict()
     assert row["throughput_ratio"] < 0.8
     others = frame[frame["point_id"] != sweeps["slowed"]]
-    assert list(others["verdict"]) == [SAME] * 3, others[["configuration", "verdict", "throughput_ratio"]]
-    assert not others["regression"].any()
+    # unchanged, unless the machine itself was loaded while that point ran: then its record says contended and the
+    # page says to rerun it (a loaded CI machine must not turn this test into a coin toss, nor hide a real change)
+    quiet = others[others["contended"] != True]  # noqa: E712 - a column of True / False
+    assert list(quiet["verdict"]) == [SAME] * len(quiet), others[["configuration", "verdict", "throughput_ratio"]]
+    assert not quiet["regression"].any()
+    assert len(quiet) >= 1, "every unplanted point was measured under contention: the machine was not quiet"
     text = (page / "compare.md").read_text()
     assert "**regression**: 1" in text.splitlines()[2]
     seedless = [o for o in cli_overrides(" ".join(sweeps["a"].records()[0].overrides)) if not o.startswith("seed=")]
