@@ -36,15 +36,9 @@ def _redact(text: str) -> str:
     return text.replace(key, "***") if len(key) >= 4 else text
 
 
-def _write_spec(sweep: SweepDir, doc: dict[str, Any]) -> Path:
-    path = sweep.wandb_report_file
-    write_text_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    return path
-
-
-def _write_comparison_spec(folder: Path, doc: dict[str, Any]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / WANDB_REPORT_FILE
+def _write_spec(path: Path, doc: dict[str, Any]) -> Path:
+    """Write ``doc`` to ``path`` (its folder made if missing) atomically; returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return path
 
@@ -128,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 doc = comparison_document(plans, build_comparison(plans), dirs)
         folder = args.out or Path(f"compare-{'-'.join(p.sweep_id for p in plans)}")
-        path = _write_spec(sweeps[0], doc) if len(plans) == 1 else _write_comparison_spec(folder, doc)
+        path = _write_spec(sweeps[0].wandb_report_file if len(plans) == 1 else folder / WANDB_REPORT_FILE, doc)
     except (ValueError, OSError) as e:
         _error(str(e))
         return 1
@@ -150,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     doc["publish"] |= {"status": "published", "url": url}
     try:
-        _write_spec(sweeps[0], doc) if len(plans) == 1 else _write_comparison_spec(path.parent, doc)
+        _write_spec(path, doc)
     except OSError as e:
         _error(f"the report is published ({url}) but {WANDB_REPORT_FILE} could not be updated: {e}")
         return 1

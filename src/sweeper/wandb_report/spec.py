@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import math
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -176,9 +176,7 @@ def plan_from_frame(df: pd.DataFrame, sweep: SweepDir) -> ReportPlan:
     fastest = min(points, key=lambda p: (-p.tokens_per_s_per_device, p.point_id), default=None)
     least = min(points, key=lambda p: (p.peak_mem_bytes, -p.tokens_per_s_per_device, p.point_id), default=None)
     counts = df["status"].value_counts() if len(df) else pd.Series(dtype=int)
-    title = one_line(f"Sweep {sweep_id}: throughput vs peak memory")
-    if len(title) > TITLE_MAX:
-        title = title[: TITLE_MAX - 1] + "…"
+    title = report_title(f"Sweep {sweep_id}: throughput vs peak memory")
     return ReportPlan(
         sweep_id=sweep_id,
         project=project,
@@ -261,6 +259,36 @@ def runset_filters(sweep_id: str) -> dict[str, Any]:
     }
 
 
+def report_title(text: str) -> str:
+    """``text`` as a W&B report title: one line, at most :data:`TITLE_MAX` characters (cut with "…")."""
+    title = one_line(text)
+    return title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 1] + "…"
+
+
+def _panels(plan: ReportPlan, axes: Iterable[tuple[str, str]]) -> list[PanelTypes]:
+    """The report's three panels: peak memory (``plan.memory_key``) vs tokens/s per device, parallel coordinates
+    through ``axes`` (grid axis name, its nested config path) to throughput and memory, and a run comparer."""
+    import wandb_workspaces.reports.v2 as wr
+
+    memory = wr.SummaryMetric(plan.memory_key)
+    throughput = wr.SummaryMetric(THROUGHPUT)
+    # the runs' nested config keys, named as in the CSV
+    columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config(path), display_name=a) for a, path in axes]
+    columns += [
+        wr.ParallelCoordinatesPlotColumn(metric=throughput, display_name="tokens/s per device"),
+        wr.ParallelCoordinatesPlotColumn(metric=memory, display_name=f"peak memory ({plan.memory_unit})"),
+    ]
+    return [
+        wr.ScatterPlot(title=plan.scatter_title, x=memory, y=throughput, layout=wr.Layout(x=0, y=0, w=12, h=8)),
+        wr.ParallelCoordinatesPlot(
+            title="Grid axes → tokens/s per device, peak memory",
+            columns=columns,
+            layout=wr.Layout(x=12, y=0, w=12, h=8),
+        ),
+        wr.RunComparer(diff_only="split", layout=wr.Layout(x=0, y=8, w=24, h=10)),
+    ]
+
+
 def build_report(plan: ReportPlan, entity: str | None = None) -> wr.Report:
     """The W&B report of ``plan``: a paragraph, then one panel grid (run sets: every run of the sweep, the frontier
     runs; panels: scatter, parallel coordinates, run comparer).
@@ -278,23 +306,7 @@ def build_report(plan: ReportPlan, entity: str | None = None) -> wr.Report:
         wr.Runset(entity=entity, project=plan.project, name=f"Sweep {plan.sweep_id}", filters=filters["all"]),
         wr.Runset(entity=entity, project=plan.project, name="Frontier", filters=filters["frontier"]),
     ]
-    memory = wr.SummaryMetric(plan.memory_key)
-    throughput = wr.SummaryMetric(THROUGHPUT)
-    pairs = zip(plan.axes, plan.axis_paths, strict=True)  # the runs' nested config keys, named as in the CSV
-    columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config(p), display_name=a) for a, p in pairs]
-    columns += [
-        wr.ParallelCoordinatesPlotColumn(metric=throughput, display_name="tokens/s per device"),
-        wr.ParallelCoordinatesPlotColumn(metric=memory, display_name=f"peak memory ({plan.memory_unit})"),
-    ]
-    panels: list[PanelTypes] = [
-        wr.ScatterPlot(title=plan.scatter_title, x=memory, y=throughput, layout=wr.Layout(x=0, y=0, w=12, h=8)),
-        wr.ParallelCoordinatesPlot(
-            title="Grid axes → tokens/s per device, peak memory",
-            columns=columns,
-            layout=wr.Layout(x=12, y=0, w=12, h=8),
-        ),
-        wr.RunComparer(diff_only="split", layout=wr.Layout(x=0, y=8, w=24, h=10)),
-    ]
+    panels = _panels(plan, zip(plan.axes, plan.axis_paths, strict=True))
     text: list[TextLike] = [wr.InlineCode(t) if is_code else t for t, is_code in paragraph(plan)]
     return wr.Report(
         project=plan.project,
@@ -329,32 +341,15 @@ def build_comparison(plans: Sequence[ReportPlan], entity: str | None = None) -> 
         )
         for i, p in enumerate(plans)
     ]
-    axes = dict.fromkeys(a for p in plans for a in zip(p.axes, p.axis_paths, strict=True))
-    memory = wr.SummaryMetric(base.memory_key)
-    throughput = wr.SummaryMetric(THROUGHPUT)
-    columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config(path), display_name=a) for a, path in axes]
-    columns += [
-        wr.ParallelCoordinatesPlotColumn(metric=throughput, display_name="tokens/s per device"),
-        wr.ParallelCoordinatesPlotColumn(metric=memory, display_name=f"peak memory ({base.memory_unit})"),
-    ]
-    panels: list[PanelTypes] = [
-        wr.ScatterPlot(title=base.scatter_title, x=memory, y=throughput, layout=wr.Layout(x=0, y=0, w=12, h=8)),
-        wr.ParallelCoordinatesPlot(
-            title="Grid axes → tokens/s per device, peak memory",
-            columns=columns,
-            layout=wr.Layout(x=12, y=0, w=12, h=8),
-        ),
-        wr.RunComparer(diff_only="split", layout=wr.Layout(x=0, y=8, w=24, h=10)),
-    ]
+    panels = _panels(base, dict.fromkeys(a for p in plans for a in zip(p.axes, p.axis_paths, strict=True)))
     text: list[TextLike] = ["Sweeps "]
     for i, p in enumerate(plans):
         text += [", " if i else "", wr.InlineCode(p.sweep_id), " (baseline)" if i == 0 else ""]
     text.append(" compared: one run set per sweep (group = the sweep id), one W&B run per point.")
-    title = one_line(f"Sweeps {', '.join(p.sweep_id for p in plans)}: throughput vs peak memory")
     return wr.Report(
         project=base.project,
         entity=entity,
-        title=title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 1] + "…",
+        title=report_title(f"Sweeps {', '.join(p.sweep_id for p in plans)}: throughput vs peak memory"),
         description="Which configuration got faster, slower or stopped fitting between sweeps (sweeper).",
         blocks=[wr.P([t for t in text if t != ""]), wr.PanelGrid(runsets=runsets, panels=panels)],
         width="fluid",
