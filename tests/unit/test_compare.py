@@ -25,7 +25,7 @@ from sweeper.report.compare import (
     Side,
     compare_all,
 )
-from sweeper.report.compare_page import CSV, HTML, MD, PNG, headline, write_comparison
+from sweeper.report.compare_page import CSV, HTML, MD, PNG, figure, headline, write_comparison
 from sweeper.results.record import Record
 from sweeper.results.sweepdir import SweepDir
 from tests.unit.specs import TINY, make_spec
@@ -196,3 +196,19 @@ def test_the_cli_compares_a_glob_exits_on_a_regression_and_refuses_a_sweep_given
     assert main([str(a), str(tmp_path / "missing"), "--out", str(out)]) == 2
     assert main([str(a), str(out)]) == 2  # a comparison page is not a sweep
     assert "points" in capsys.readouterr().err
+
+
+def test_a_sweep_id_from_a_hand_edited_sweep_json_is_text_in_the_plot_legends(tmp_path):
+    hostile_id = "<b>x</b>$\\alpha$"
+    a = sweep(tmp_path, "aaaaaa", [record("aaaaaa", "none", True), record("aaaaaa", "none", False)])
+    b = tmp_path / "bbbbbb"
+    (b / "points").mkdir(parents=True)
+    (b / "sweep.json").write_text(json.dumps({"sweep_id": hostile_id}))
+    for r in (record("bbbbbb", "none", True), record("bbbbbb", "none", False)):
+        SweepDir(b).write_record(r)
+    sides = [Side.load(a), Side.load(b)]
+    assert sides[1].sweep_id == hostile_id
+    write_comparison(sides, compare_all(sides), tmp_path / "page")  # the PNG draws it (no mathtext error)
+    names = [t.name for t in figure(sides, ("MiB", 2**20)).data]
+    assert "&lt;b&gt;x&lt;/b&gt;$\\alpha$" in names, names  # shown as typed, not as bold HTML
+    assert hostile_id in Page((tmp_path / "page" / HTML).read_text()).flat  # the page's text: as typed

@@ -252,6 +252,14 @@ def _points(side: Side, unit: tuple[str, int]) -> pd.DataFrame:
 
 
 def _png(sides: Sequence[Side], unit: tuple[str, int], path: Path) -> None:
+    """compare.png; a sweep id (its folder's, or what its sweep.json says) is drawn as text, never mathtext."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        _png_drawn(sides, unit, path)
+
+
+def _png_drawn(sides: Sequence[Side], unit: tuple[str, int], path: Path) -> None:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9, 5.5), layout="constrained")
@@ -275,6 +283,12 @@ def _png(sides: Sequence[Side], unit: tuple[str, int], path: Path) -> None:
 
 
 def _plot_div(sides: Sequence[Side], unit: tuple[str, int]) -> str:
+    return figure(sides, unit).to_html(full_html=False, include_plotlyjs=True)
+
+
+def figure(sides: Sequence[Side], unit: tuple[str, int]) -> Any:
+    """compare.html's plotly figure: each sweep's ok points (hover: configuration, tokens/s per device, peak memory in
+    ``unit``) and its frontier; names and hover text HTML-escaped (plotly reads a subset of HTML in them)."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -282,7 +296,7 @@ def _plot_div(sides: Sequence[Side], unit: tuple[str, int]) -> str:
         pts, colour = _points(side, unit), COLOURS[i % len(COLOURS)]
         if not len(pts):
             continue
-        name = f"{side.sweep_id}{' (baseline)' if i == 0 else ''}"
+        name = html.escape(f"{side.sweep_id}{' (baseline)' if i == 0 else ''}")  # plotly reads HTML in names
         hover = [
             html.escape(f"{n}: {num(y)} tokens/s per device, {in_unit(b, unit[0])}")
             for n, y, b in zip(pts["name"], pts["y"], pts["peak_mem_bytes"], strict=True)
@@ -299,4 +313,4 @@ def _plot_div(sides: Sequence[Side], unit: tuple[str, int]) -> str:
         yaxis_title="tokens/s per device",
         height=520,
     )
-    return fig.to_html(full_html=False, include_plotlyjs=True)
+    return fig
