@@ -26,6 +26,7 @@ more memory, stopped fitting (ok, now out of memory), newly failing (ok, now any
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
     from sweeper.results.record import Record
 
+#: The keys of a row's tokens/s per device interval in :attr:`Side.rows` (not results columns).
+LOW, HIGH = "_tokens_per_s_per_device_low", "_tokens_per_s_per_device_high"
 #: Relative change of peak memory (bytes) below which two points use the same memory.
 MEMORY_TOLERANCE = 0.01
 #: Default smallest relative change of tokens/s per device called a change, even when the intervals do not
@@ -93,6 +96,8 @@ class Side:
         path: the sweep directory. sweep_id: its id. records: its records. df: its results frame
             (:func:`sweeper.results.row.records_to_frame`), one row per record, in the records' order.
         context: :func:`context_of` its records. keys: the configuration key of each row (:func:`configuration`).
+        rows: the results row of each configuration (the last one when the sweep has it twice), with its tokens/s
+            per device interval (:data:`LOW`, :data:`HIGH`), built once.
     """
 
     path: Path
@@ -101,6 +106,7 @@ class Side:
     df: pd.DataFrame
     context: dict[str, Any]
     keys: list[str]
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> Side:
@@ -115,14 +121,19 @@ class Side:
         why = sweep.not_a_sweep()
         if why:
             raise ValueError(why)
+        from sweeper.results.frontier import throughput_interval
+
         got = collect(sweep)
-        return cls(sweep.path, sweep.sweep_id, got.records, got.df, context_of(got.records),
-                   [configuration(r) for r in got.records])  # fmt: skip
+        keys = [configuration(r) for r in got.records]
+        low, high = throughput_interval(got.df) if len(got.df) else ([], [])
+        rows = {}
+        for key, row, lo, hi in zip(keys, got.df.to_dict("records"), low, high, strict=True):
+            rows[key] = {**row, LOW: float(lo), HIGH: float(hi)}
+        return cls(sweep.path, sweep.sweep_id, got.records, got.df, context_of(got.records), keys, rows)
 
     def row(self, key: str) -> dict[str, Any] | None:
         """The results row of configuration ``key`` (the last one when the sweep has it twice), or None."""
-        found = [i for i, k in enumerate(self.keys) if k == key]
-        return None if not found else self.df.iloc[found[-1]].to_dict()
+        return self.rows.get(key)
 
 
 def configuration(record: Record) -> str:
@@ -250,14 +261,10 @@ def _number(row: dict[str, Any], key: str) -> float | None:
 
 
 def interval(row: dict[str, Any]) -> tuple[float, float] | None:
-    """(low, high) tokens/s per device of an ok row (:func:`sweeper.results.frontier.throughput_interval`)."""
-    import pandas as pd
-
-    from sweeper.results.frontier import throughput_interval
-
-    low, high = throughput_interval(pd.DataFrame([row]))
-    lo, hi = float(low.iloc[0]), float(high.iloc[0])
-    return None if lo != lo or hi != hi else (lo, hi)  # NaN: no throughput
+    """(low, high) tokens/s per device of a row of :attr:`Side.rows` (:func:`sweeper.results.frontier.
+    throughput_interval`, computed once per sweep), or None without a throughput."""
+    lo, hi = float(row.get(LOW, math.nan)), float(row.get(HIGH, math.nan))
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
 
 
 def change(
