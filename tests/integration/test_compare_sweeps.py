@@ -134,7 +134,7 @@ def test_the_slowed_point_is_a_regression_and_the_others_are_unchanged(sweeps, p
     assert not quiet["regression"].any()
     assert len(quiet) >= 1, "every unplanted point was measured under contention: the machine was not quiet"
     text = (page / "compare.md").read_text()
-    assert "**regression**: 1" in text.splitlines()[2]
+    assert "**1 regression**; 1 slower: " in text.splitlines()[2]
     seedless = [o for o in cli_overrides(" ".join(sweeps["a"].records()[0].overrides)) if not o.startswith("seed=")]
     assert " ".join(seedless) in text  # configurations named without their seed
 
@@ -176,3 +176,43 @@ def test_the_wandb_report_of_the_two_sweeps_has_one_run_set_per_sweep(sweeps, tm
     assert groups == [[ids[0]], [ids[1]]]
     assert [r["name"] for r in spec["runsets"]] == [f"Sweep {ids[0]} (baseline)", f"Sweep {ids[1]}"]
     assert sum(c.startswith("wandb sync") for c in spec["publish"]["commands"]) == 2
+
+
+def _documented(block: int) -> list[list[str]]:
+    """The commands of the ``block``-th ``sh`` code block of docs/compare.md, each as argv (comments dropped,
+    ``python`` this interpreter)."""
+    import re
+    import shlex
+
+    text = (Path(__file__).parents[2] / "docs" / "compare.md").read_text()
+    body = re.findall(r"```sh\n(.*?)```", text, re.S)[block]
+    out = []
+    for line in body.splitlines():
+        argv = shlex.split(line, comments=True)
+        if argv:
+            assert argv[0] == "python", line
+            out.append([sys.executable, *argv[1:]])
+    return out
+
+
+def test_the_commands_docs_compare_md_shows_run_as_shown(sweeps, tmp_path):
+    """A documented command is a test: the quoted glob over multirun/, and the CI recipe (a sweep into runs/after,
+    then the comparison with the baseline runs/before: here a copy of it, so every point is unchanged)."""
+    import shutil
+
+    (tmp_path / "multirun").mkdir()
+    for k in ("a", "b"):
+        shutil.copytree(sweeps[k].sweep_dir, tmp_path / "multirun" / sweeps[k].sweep_dir.name)
+    _, glob_command = _documented(0)
+    done = subprocess.run(glob_command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = Path(tmp_path / done.stdout.strip().splitlines()[-1])
+    assert page.name == "compare.md" and page.parent.name.startswith("compare-") and page.is_file()
+    sweep_command, compare_command = _documented(1)
+    done = subprocess.run(sweep_command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    shutil.copytree(tmp_path / "runs" / "after", tmp_path / "runs" / "before")
+    done = subprocess.run(compare_command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr  # no regression: exit 0 (4 would be one)
+    frame = pd.read_csv(tmp_path / "runs" / "compare" / "compare.csv")
+    assert list(frame["verdict"]) == [SAME] * 4

@@ -150,7 +150,7 @@ def test_sweeps_of_another_model_are_compared_as_such_never_as_a_regression(tmp_
     assert {x.verdict for x in c.changes} == {SLOWER}  # aligned configuration by configuration
     assert c.regressions == []
     line = headline([c])[0]
-    assert "different model" in line and "not regressions" in line and "regression:" not in line
+    assert "different model" in line and "not regressions" in line and "1 regression" not in line
     assert main([str(a), str(b), "--out", str(tmp_path / "out"), "--fail-on-regression"]) == 0
 
 
@@ -173,7 +173,7 @@ def test_the_page_is_written_offline_with_a_plot_a_csv_and_user_text_that_stays_
     for name in (MD, HTML, PNG, CSV):
         assert (tmp_path / "page" / name).stat().st_size > 0, name
     text = out.read_text()
-    assert text.splitlines()[2].startswith("- `bbbbbb` against `aaaaaa` (baseline): **regression**: 1.")
+    assert text.splitlines()[2].startswith("- `bbbbbb` against `aaaaaa` (baseline): **1 regression**; 1 slower: ")
     assert "measured under CPU contention" in text
     page = Page((tmp_path / "page" / HTML).read_text())
     assert page.tags["script"] >= 1  # plotly's own, inlined

@@ -37,7 +37,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns 0 on success, 2 if the directory does not exist or has no ``points/`` folder, 1 if a record on disk
     cannot be read (the message names the file).
     """
-    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=summary(__doc__))
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeper.report",
+        description=summary(__doc__),
+        epilog=f"exit status: 0 written; {REGRESSION_EXIT} a regression with --fail-on-regression; 2 not a sweep "
+        "directory (or one given twice); 1 a record cannot be read. docs/report.md, docs/compare.md",
+    )
     parser.add_argument(
         "sweep_dir",
         nargs="+",
@@ -50,13 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="LABEL=GIB",
-        help="draw a device-memory line, e.g. 'H100 80 GiB=80' (repeatable)",
+        help="one sweep: draw a device-memory line, e.g. 'H100 80 GiB=80' (repeatable)",
     )
     parser.add_argument(
         "--wandb",
         choices=MODES,
         default=None,
-        help="write/update the W&B runs in this mode (default: the mode the sweep ran with; docs/wandb.md)",
+        help="one sweep: write/update the W&B runs in this mode (default: the mode the sweep ran with; docs/wandb.md)",
     )
     parser.add_argument(
         "--out",

@@ -98,9 +98,10 @@ def headline(comparisons: Sequence[Comparison], markdown: bool = True) -> list[s
                 f"side, differences between them, not regressions. {body}."
             )
             continue
-        verdict = f"{bold('regression')}: {len(c.regressions):,}" if c.regressions else "no regression"
+        n = len(c.regressions)
+        verdict = bold(f"{n:,} regression{'s' if n != 1 else ''}") if n else "no regression"
         upgraded = " (library versions differ: see Sweeps)" if "libraries" in c.differs else ""
-        lines.append(f"{who}{upgraded}: {verdict}. {body}.")
+        lines.append(f"{who}{upgraded}: {verdict}; {body}.")
     return lines
 
 
